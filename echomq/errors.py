@@ -1,0 +1,105 @@
+"""The exception tree, and the one table that turns a script's return code into an exception.
+
+One root, ``EchoMQError``; branches by who has to react. Input errors are also ``ValueError``,
+"not found" errors are also ``LookupError``, so callers can catch the stdlib class they expect.
+``redis.ConnectionError`` and friends pass through untouched: a network fault is redis-py's
+story and callers already handle it.
+
+``UnrecoverableError`` is different: user code raises it inside a processor to fail a job at
+once, so it is not an ``EchoMQError``.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+
+class EchoMQError(Exception):
+    """Root of every error EchoMQ raises about its own operations."""
+
+
+class InvalidInputError(EchoMQError, ValueError):
+    """An argument was rejected before anything was written to Redis."""
+
+
+class InvalidQueueNameError(InvalidInputError):
+    """A queue name is empty, has a ``:`` or has braces."""
+
+
+class InvalidJobOptionsError(InvalidInputError):
+    """A job's name, data or options cannot be stored (not JSON, out of range, bad id ...)."""
+
+
+class InvalidScheduleError(InvalidInputError):
+    """Repeat options cannot describe a schedule: bad cron pattern, unknown zone, every <= 0 ..."""
+
+
+class NotFoundError(EchoMQError, LookupError):
+    """The job or scheduler an operation names does not exist."""
+
+
+class JobNotFoundError(NotFoundError):
+    """The job hash does not exist."""
+
+
+class SchedulerNotFoundError(NotFoundError):
+    """No job scheduler has that id."""
+
+
+class InvalidStateError(EchoMQError):
+    """The job exists but is not in the state the operation needs (e.g. promote a waiting job)."""
+
+
+class LockError(EchoMQError):
+    """The job's lock is missing or held by another worker: this worker no longer owns it."""
+
+
+class SchedulerConflictError(EchoMQError):
+    """A scheduler's next iteration could not be placed (its slot is taken, or too many are)."""
+
+
+class ScriptError(EchoMQError):
+    """A Lua script could not be loaded (bad include, cycle, bad file name) or was misused."""
+
+
+class ConnectionClosedError(EchoMQError):
+    """An operation was attempted on a component that was closed."""
+
+
+class ForkedProcessError(EchoMQError):
+    """A thread-owning component was used from a process other than the one that started it."""
+
+
+class UnrecoverableError(Exception):
+    """Raise inside a processor to fail the job at once, whatever attempts are left."""
+
+
+# Return codes shared by every transition script (protocol: BullMQ's ErrorCode enum).
+_SCRIPT_ERRORS: dict[int, tuple[type[EchoMQError], str]] = {
+    -1: (JobNotFoundError, "job {job_id!r} does not exist"),
+    -2: (LockError, "lock for job {job_id!r} is missing"),
+    -3: (InvalidStateError, "job {job_id!r} is not in the {state} state"),
+    -4: (InvalidStateError, "job {job_id!r} has pending dependencies"),
+    -5: (NotFoundError, "parent job of {job_id!r} does not exist"),
+    -6: (LockError, "lock for job {job_id!r} is held by another worker"),
+    -7: (InvalidStateError, "parent job of {job_id!r} cannot be replaced"),
+    -8: (InvalidStateError, "job {job_id!r} belongs to a job scheduler and cannot be removed directly"),
+    -9: (InvalidStateError, "job {job_id!r} has failed children"),
+    -10: (SchedulerConflictError, "scheduler {scheduler_id!r}: iteration {job_id!r} already exists"),
+    -11: (SchedulerConflictError, "scheduler {scheduler_id!r}: no free slot for the next iteration"),
+}
+
+
+def raise_for_code(code: int, operation: str, **context: object) -> NoReturn:
+    """Raise the exception a script's negative return code stands for, naming the operation."""
+    try:
+        cls, template = _SCRIPT_ERRORS[int(code)]
+    except KeyError:
+        raise EchoMQError(f"{operation}: unexpected script result {code!r}") from None
+    fields = {"job_id": "?", "scheduler_id": "?", "state": "expected", **context}
+    raise cls(f"{operation}: " + template.format(**fields))
+
+
+def is_error_code(result: object) -> bool:
+    """True when a script returned one of the negative error codes."""
+    return isinstance(result, int) and result < 0 and result in _SCRIPT_ERRORS

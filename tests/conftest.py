@@ -1,0 +1,187 @@
+"""The test rig: every Redis-touching test runs on a real Redis and on fakeredis.
+
+Real Redis is found, in order, at ``REDIS_URL``, at 127.0.0.1:6379, or started here as a
+throwaway ``redis-server`` on a free port (stopped at the end of the session). Under
+``CI=true`` a missing real Redis fails the run instead of skipping.
+
+Tests isolate themselves with a unique queue name and delete that queue's keys afterwards;
+nothing here ever flushes a database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import fakeredis
+import pytest
+import redis
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _ping(url: str) -> bool:
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisServer:
+    """A redis-server process this test session owns: it can be killed and started again."""
+
+    port: int
+    dir: Path
+    persistent: bool = True
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> "RedisServer":
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed")
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                "--save", "", "--daemonize", "no", "--logfile", str(self.dir / "redis.log")]
+        if self.persistent:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--appendonly", "no"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _ping(self.url):
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server on port {self.port} did not start")
+
+    def kill(self) -> None:
+        """SIGKILL: the server vanishes mid-conversation, as in a crash."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """The URL of a real Redis for this session (found or started)."""
+    candidates = [os.environ.get("REDIS_URL"), "redis://127.0.0.1:6379/0"]
+    for url in candidates:
+        if url and _ping(url):
+            yield url
+            return
+    if shutil.which("redis-server") is None:
+        message = "no real Redis: set REDIS_URL, run one on 127.0.0.1:6379, or install redis-server"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    with tempfile.TemporaryDirectory(prefix="echomq-redis-") as tmp:
+        server = RedisServer(free_port(), Path(tmp), persistent=False).start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def redis_server_factory() -> Iterator[callable]:  # type: ignore[valid-type]
+    """Start private redis-servers (persistence on) that a test may kill and restart."""
+    servers: list[RedisServer] = []
+    dirs: list[tempfile.TemporaryDirectory[str]] = []
+    if shutil.which("redis-server") is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed")
+        pytest.skip("redis-server is not installed")
+
+    def make(persistent: bool = True) -> RedisServer:
+        tmp = tempfile.TemporaryDirectory(prefix="echomq-redis-")
+        dirs.append(tmp)
+        server = RedisServer(free_port(), Path(tmp.name), persistent=persistent).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+    for tmp in dirs:
+        tmp.cleanup()
+
+
+def _delete_queue_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
+    pattern = f"{prefix}:\\{{{queue_name}\\}}:*"
+    batch = list(client.scan_iter(match=pattern, count=1000))
+    for start in range(0, len(batch), 500):
+        client.delete(*batch[start : start + 500])
+
+
+@pytest.fixture
+def real_connection(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=["real", "fake"])
+def connection(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    """A client on real Redis, then on fakeredis: the same test runs on both."""
+    if request.param == "real":
+        url = request.getfixturevalue("redis_url")
+        client = redis.Redis.from_url(url)
+    else:
+        client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def backend(connection: redis.Redis) -> str:
+    """"real" or "fake", for the rare assertion that differs (e.g. cjson escaping)."""
+    return "fake" if type(connection).__module__.startswith("fakeredis") else "real"
+
+
+@pytest.fixture
+def queue_name(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A unique queue name; the queue's keys are deleted afterwards on the test's connection."""
+    name = f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
+    name = name.replace(":", "-").replace("{", "").replace("}", "")
+    yield name
+    for fixture in ("connection", "real_connection"):
+        if fixture in request.fixturenames:
+            client = request.getfixturevalue(fixture)
+            try:
+                _delete_queue_keys(client, "emq", name)
+            except redis.RedisError:
+                pass
