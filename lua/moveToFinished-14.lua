@@ -1,0 +1,121 @@
+--[[
+  moveToFinished: an active job completed, or failed for good; optionally fetch the next job.
+
+  The lock must be ours (released here, the id leaves "stalled"). Flow bookkeeping runs before
+  the job's own event (D.2). atm + 1. Kept jobs go to completed/failed (score finishedOn) with
+  returnvalue or failedReason and finishedOn (defa is cleared on failure); keep count 0
+  deletes the job instead. Then auto-removal by age/count (no events).
+
+  Input:
+    KEYS[1]  wait            KEYS[2]  active          KEYS[3]  prioritized
+    KEYS[4]  events          KEYS[5]  stalled         KEYS[6]  limiter
+    KEYS[7]  delayed         KEYS[8]  paused (legacy, unused)
+    KEYS[9]  meta            KEYS[10] pc              KEYS[11] completed or failed set
+    KEYS[12] job hash        KEYS[13] metrics (unused) KEYS[14] marker
+    ARGV[1]  jobId
+    ARGV[2]  timestamp (ms): finishedOn
+    ARGV[3]  field name: "returnvalue" or "failedReason"
+    ARGV[4]  its value (JSON for returnvalue, plain text for failedReason)
+    ARGV[5]  target: "completed" or "failed"
+    ARGV[6]  fetch next: "1" or "0"
+    ARGV[7]  key prefix ("<prefix>:{<queue>}:")
+    ARGV[8]  lock token ("0" = no lock taken)
+    ARGV[9]  keep count: -1 keep all, 0 delete the job, n keep the newest n
+    ARGV[10] keep age in seconds ("" = none)
+    ARGV[11] keep limit: most jobs removed by age per call ("" = 1000)
+    ARGV[12] attempts (the job's opts.attempts, 0 when unset)
+    ARGV[13] fields to HSET first, JSON array [field, value ...] ("" = none)
+    ARGV[14..17] for fetch next: lock duration, worker name, limiter max, limiter duration
+                 (the next lock reuses ARGV[8])
+
+  Output:
+    0                       done, nothing fetched
+    {hash, jobId, 0, 0}     done, and the next job is active and locked
+    {0, 0, ttl|0, dueMs|0}  done, nothing fetched (rate limited / paused / next delayed due)
+    -1 no job, -2 lock missing, -3 not active, -4 pending children, -6 lock not ours,
+    -9 failed children
+
+  Events: parent "waiting" prev=waiting-children (or "delayed"); "completed" (jobId,
+    returnvalue, prev=active) or "failed" (jobId, failedReason, prev=active);
+    "retries-exhausted" (jobId, attemptsMade) when failed and atm >= attempts; then from
+    fetch next "waiting" prev=delayed / "active"; "drained" when nothing was fetched and wait,
+    active and prioritized are empty and no delayed job exists (D.1).
+]]
+-- @include "trimEvents"
+-- @include "removeLock"
+-- @include "updateJobFieldsFromJson"
+-- @include "updateParentOnChildFinished"
+-- @include "removeJobKeys"
+-- @include "removeFinishedJobs"
+-- @include "workerOptionsFromArgs"
+-- @include "fetchNextJob"
+local jobKey = KEYS[12]
+local jobId = ARGV[1]
+local timestamp = ARGV[2]
+local target = ARGV[5]
+local prefix = ARGV[7]
+
+if redis.call("EXISTS", jobKey) == 0 then
+  return -1
+end
+if target == "completed" then
+  if redis.call("SCARD", jobKey .. ":dependencies") ~= 0 then
+    return -4
+  end
+  if redis.call("ZCARD", jobKey .. ":unsuccessful") ~= 0 then
+    return -9
+  end
+end
+local code = removeLock(jobKey, KEYS[5], ARGV[8], jobId)
+if code < 0 then
+  return code
+end
+updateJobFieldsFromJson(jobKey, ARGV[13])
+if redis.call("LREM", KEYS[2], -1, jobId) < 1 then
+  return -3
+end
+trimEvents(KEYS[9], KEYS[4])
+
+local attrs = redis.call("HMGET", jobKey, "parentKey", "parent", "deid")
+if attrs[3] then
+  local dedupKey = prefix .. "de:" .. attrs[3]
+  if redis.call("GET", dedupKey) == jobId then
+    redis.call("DEL", dedupKey)
+  end
+end
+updateParentOnChildFinished(jobKey, attrs[1], attrs[2], target, ARGV[4], timestamp)
+
+local attemptsMade = redis.call("HINCRBY", jobKey, "atm", 1)
+local keepCount = tonumber(ARGV[9]) or -1
+if keepCount ~= 0 then
+  redis.call("ZADD", KEYS[11], timestamp, jobId)
+  redis.call("HSET", jobKey, ARGV[3], ARGV[4], "finishedOn", timestamp)
+  if target == "failed" then
+    redis.call("HDEL", jobKey, "defa")
+  end
+  local keepLimit = tonumber(ARGV[11]) or 1000
+  removeFinishedJobs(KEYS[11], prefix, timestamp, tonumber(ARGV[10]), keepCount, keepLimit)
+else
+  removeJobKeys(jobKey)
+end
+
+redis.call("XADD", KEYS[4], "*", "event", target, "jobId", jobId, ARGV[3], ARGV[4], "prev", "active")
+if target == "failed" and attemptsMade >= (tonumber(ARGV[12]) or 0) then
+  redis.call("XADD", KEYS[4], "*", "event", "retries-exhausted", "jobId", jobId,
+    "attemptsMade", attemptsMade)
+end
+
+local q = {wait = KEYS[1], active = KEYS[2], prioritized = KEYS[3], events = KEYS[4],
+           limiter = KEYS[6], delayed = KEYS[7], meta = KEYS[9], pc = KEYS[10], marker = KEYS[14]}
+if ARGV[6] == "1" then
+  local w = workerOptionsFromArgs({ARGV[8], ARGV[14], ARGV[15], ARGV[16], ARGV[17]}, 1)
+  local next = fetchNextJob(q, prefix, timestamp, w)
+  if next then
+    return next
+  end
+end
+if redis.call("LLEN", q.wait) == 0 and redis.call("LLEN", q.active) == 0
+    and redis.call("ZCARD", q.prioritized) == 0 then
+  redis.call("XADD", q.events, "*", "event", "drained")
+end
+return 0
