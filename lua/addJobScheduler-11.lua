@@ -1,0 +1,142 @@
+--[[
+  Create or replace a job scheduler and place its one pending iteration, atomically.
+
+  For `every` the next slot is computed here (getJobSchedulerEveryNextMillis): a fresh schedule
+  starts now (or at startDate, or at the first slot of the given offset); an upsert with the
+  same `every` that can replace the pending iteration keeps its slot (a template refresh);
+  a changed `every` starts afresh. For `pattern` the caller computed the next tick (ARGV[1]).
+  The pending iteration is replaced only from delayed/prioritized/wait (never while running).
+
+  Input:
+    KEYS[1]  repeat         ZSET of schedulers (score = millis of the pending iteration)
+    KEYS[2]  delayed
+    KEYS[3]  wait
+    KEYS[4]  paused         legacy list (BullMQ 6 keeps paused jobs in wait)
+    KEYS[5]  meta
+    KEYS[6]  prioritized
+    KEYS[7]  marker
+    KEYS[8]  id             counter, INCRed once per iteration created
+    KEYS[9]  events
+    KEYS[10] pc             priority counter
+    KEYS[11] active
+
+    ARGV[1]  next millis for a pattern scheduler ("" for every)
+    ARGV[2]  scheduler options, JSON: name, tz?, pattern?, every?, limit?, startDate?, endDate?,
+             offset? (the user's offset only)
+    ARGV[3]  scheduler id
+    ARGV[4]  template data, JSON text (stored verbatim)
+    ARGV[5]  template opts, JSON text in the stored (short) form
+    ARGV[6]  the iteration's opts, JSON (jobId and delay are set here)
+    ARGV[7]  now (ms)
+    ARGV[8]  key prefix "<prefix>:{<queue>}:"
+    ARGV[9]  producer job key or "" (unused since BullMQ 6: no nrjid)
+
+  Output:
+    {jobId, delay}  the iteration created (delay in ms, 0 when it went to wait/prioritized)
+    0               nothing scheduled: the next `every` slot is past endDate (nothing written)
+    -10             pattern scheduler: the iteration id already exists
+    -11             every scheduler: 32 consecutive slots are taken
+
+  Events: "added", then "delayed" or "waiting" for the new iteration. The replaced iteration
+  writes none.
+]]
+-- @include "toIntString"
+-- @include "getOrSetMaxEvents"
+-- @include "getJobSchedulerEveryNextMillis"
+-- @include "locatePendingIteration"
+-- @include "removePendingIteration"
+-- @include "storeJobScheduler"
+-- @include "storeJob"
+-- @include "enqueueStoredJob"
+
+local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], paused = KEYS[4], meta = KEYS[5],
+           prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
+           active = KEYS[11]}
+local sched = cjson.decode(ARGV[2])
+local schedulerId = ARGV[3]
+local templateData = ARGV[4]
+local templateOpts = ARGV[5]
+local jobOpts = cjson.decode(ARGV[6])
+local now = tonumber(ARGV[7])
+local prefix = ARGV[8]
+
+local schedulerKey = q.repeatKey .. ":" .. schedulerId
+local prevMillis = redis.call("ZSCORE", q.repeatKey, schedulerId)
+local pendingId, pendingAt
+if prevMillis then
+  prevMillis = tonumber(prevMillis)
+  pendingId = "repeat:" .. schedulerId .. ":" .. toIntString(prevMillis)
+  pendingAt = locatePendingIteration(q, pendingId)
+end
+
+local every = tonumber(sched["every"])
+local nextMillis
+local offset = 0
+if every then
+  local stored = redis.call("HMGET", schedulerKey, "every", "offset")
+  local continuing = prevMillis ~= nil and tonumber(stored[1]) == every
+  if continuing and pendingAt then
+    -- same every, replaceable pending iteration: keep its slot, refresh the template
+    nextMillis = prevMillis
+    offset = tonumber(sched["offset"]) or tonumber(stored[2]) or prevMillis % every
+  else
+    local phase = tonumber(sched["offset"]) or (continuing and tonumber(stored[2])) or 0
+    local base = nil
+    if continuing then base = prevMillis end
+    nextMillis, offset = getJobSchedulerEveryNextMillis(base, every, now, phase, sched["startDate"])
+  end
+else
+  nextMillis = tonumber(ARGV[1])
+end
+
+-- A slot is taken when its job exists, unless it is the pending iteration about to be replaced.
+local function taken(id)
+  if pendingAt and id == pendingId then
+    return false
+  end
+  return redis.call("EXISTS", prefix .. id) == 1
+end
+
+local jobId = "repeat:" .. schedulerId .. ":" .. toIntString(nextMillis)
+if taken(jobId) then
+  if not every then
+    return -10
+  end
+  local scans = 0
+  repeat
+    nextMillis = nextMillis + every
+    jobId = "repeat:" .. schedulerId .. ":" .. toIntString(nextMillis)
+    scans = scans + 1
+  until not taken(jobId) or scans >= 32
+  if taken(jobId) then
+    return -11
+  end
+end
+
+-- Unlike BullMQ, an every iteration past endDate is never scheduled (a pattern's cannot be:
+-- the caller found no tick before endDate and did not call).
+local endDate = tonumber(sched["endDate"])
+if every and endDate and nextMillis > endDate then
+  return 0
+end
+
+local maxEvents = getOrSetMaxEvents(q.meta)
+if pendingAt then
+  removePendingIteration(q, prefix, pendingId, pendingAt)
+end
+
+local delay = nextMillis - now
+if delay < 0 then
+  delay = 0
+end
+
+storeJobScheduler(q.repeatKey, schedulerKey, schedulerId, nextMillis, sched, offset, templateOpts, templateData)
+redis.call("INCR", q.id)
+
+jobOpts["jobId"] = jobId
+jobOpts["delay"] = delay
+local priority = tonumber(jobOpts["priority"]) or 0
+storeJob(q.events, prefix .. jobId, jobId, sched["name"], templateData, cjson.encode(jobOpts), ARGV[7],
+  toIntString(delay), priority, schedulerId)
+enqueueStoredJob(q, jobId, ARGV[7], delay, priority, jobOpts["lifo"], maxEvents)
+return {jobId, delay}

@@ -1,0 +1,106 @@
+--[[
+  The worker-side step: the scheduler's current iteration has just become active, so place the
+  next one. Only that iteration may produce (its id must be repeat:<id>:<current score>), so a
+  retried, stalled or re-run older iteration produces nothing; the next id is deterministic,
+  so running this twice for the same iteration writes "duplicated" the second time.
+
+  For `every` the next slot is computed here from the current score (the catch-up after missed
+  runs keeps the stored phase); for `pattern` the caller computed it (ARGV[1]). Name and data
+  come from the scheduler hash (data "{}" when it has none), the opts from the caller.
+
+  Input:
+    KEYS[1]  repeat
+    KEYS[2]  delayed
+    KEYS[3]  wait
+    KEYS[4]  paused         legacy list, unused (BullMQ 6 enqueues into wait while paused)
+    KEYS[5]  meta
+    KEYS[6]  prioritized
+    KEYS[7]  marker
+    KEYS[8]  id             counter, INCRed once per iteration created
+    KEYS[9]  events
+    KEYS[10] pc             priority counter
+    KEYS[11] producer job key or "" (unused since BullMQ 6: no nrjid)
+    KEYS[12] active
+
+    ARGV[1]  next millis for a pattern scheduler ("" for every)
+    ARGV[2]  scheduler id
+    ARGV[3]  the producer's data (unused since BullMQ 6: the hash's data is used)
+    ARGV[4]  the new iteration's opts, JSON (jobId and delay are set here)
+    ARGV[5]  now (ms)
+    ARGV[6]  key prefix "<prefix>:{<queue>}:"
+    ARGV[7]  producer job id (the iteration that just became active)
+
+  Output:
+    {jobId, delay}  the iteration created
+    nil             nothing produced: scheduler gone, producer is not the current iteration,
+                    the next iteration already exists, or (every) the next slot is past endDate
+
+  Events: "added" then "delayed"/"waiting" for the new iteration; "duplicated" (jobId = the
+  next id) when it already exists.
+]]
+-- @include "toIntString"
+-- @include "getOrSetMaxEvents"
+-- @include "getJobSchedulerEveryNextMillis"
+-- @include "storeJob"
+-- @include "enqueueStoredJob"
+
+local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5],
+           prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
+           active = KEYS[12]}
+local schedulerId = ARGV[2]
+local now = tonumber(ARGV[5])
+local prefix = ARGV[6]
+local producerId = ARGV[7]
+
+local current = redis.call("ZSCORE", q.repeatKey, schedulerId)
+if not current then
+  return nil
+end
+current = tonumber(current)
+if producerId ~= "repeat:" .. schedulerId .. ":" .. toIntString(current) then
+  return nil
+end
+
+local schedulerKey = q.repeatKey .. ":" .. schedulerId
+local attrs = redis.call("HMGET", schedulerKey, "name", "data", "every", "startDate", "offset", "endDate")
+local jobOpts = cjson.decode(ARGV[4])
+local repeatOpts = jobOpts["repeat"]
+if type(repeatOpts) ~= "table" then
+  repeatOpts = {}
+end
+
+local every = tonumber(attrs[3]) or tonumber(repeatOpts["every"])
+local nextMillis
+if every then
+  local phase = tonumber(attrs[5]) or tonumber(repeatOpts["offset"]) or 0
+  nextMillis = getJobSchedulerEveryNextMillis(current, every, now, phase, attrs[4])
+  local endDate = tonumber(attrs[6])
+  if endDate and nextMillis > endDate then
+    return nil
+  end
+else
+  nextMillis = tonumber(ARGV[1])
+end
+
+local maxEvents = getOrSetMaxEvents(q.meta)
+local jobId = "repeat:" .. schedulerId .. ":" .. toIntString(nextMillis)
+if redis.call("EXISTS", prefix .. jobId) == 1 then
+  redis.call("XADD", q.events, "MAXLEN", "~", maxEvents, "*", "event", "duplicated", "jobId", jobId)
+  return nil
+end
+
+redis.call("ZADD", q.repeatKey, toIntString(nextMillis), schedulerId)
+redis.call("HINCRBY", schedulerKey, "ic", 1)
+redis.call("INCR", q.id)
+
+local delay = nextMillis - now
+if delay < 0 then
+  delay = 0
+end
+jobOpts["jobId"] = jobId
+jobOpts["delay"] = delay
+local priority = tonumber(jobOpts["priority"]) or 0
+storeJob(q.events, prefix .. jobId, jobId, attrs[1] or schedulerId, attrs[2] or "{}", cjson.encode(jobOpts),
+  ARGV[5], toIntString(delay), priority, schedulerId)
+enqueueStoredJob(q, jobId, ARGV[5], delay, priority, jobOpts["lifo"], maxEvents)
+return {jobId, delay}
