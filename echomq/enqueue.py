@@ -1,0 +1,102 @@
+"""Turning ``add(name, data, **opts)`` into one call of the right add script.
+
+Validation and encoding happen here, entirely in Python and before anything is sent, so a bad
+job in a bulk or a flow rejects the whole call with nothing written. The script is chosen the
+way BullMQ chooses it: a parent of a flow -> addParentJob, a delay -> addDelayedJob (its
+priority applies at promotion), a priority -> addPrioritizedJob, otherwise addStandardJob.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import raise_for_code
+from .keys import QueueKeys
+from .options import dumps_json, encode_job_options, validate_job_name
+from .scripts import LuaScript, script
+
+_PARENT_FLAGS = ("fpof", "rdof", "idof", "cpof")
+
+
+@dataclass(frozen=True)
+class AddCall:
+    """One prepared add: the script, its KEYS and ARGV, and what the Job object needs."""
+
+    script: LuaScript
+    keys: list[str]
+    args: list[str]
+    name: str
+    data: Any
+    stored_opts: dict[str, Any]
+    timestamp: int
+    custom_id: str
+
+
+def _script_keys(keys: QueueKeys, script_name: str) -> list[str]:
+    if script_name == "addParentJob":
+        return [keys.meta, keys.id, keys.delayed, keys.waiting_children, keys.completed, keys.events]
+    if script_name == "addDelayedJob":
+        return [keys.marker, keys.meta, keys.id, keys.delayed, keys.completed, keys.events]
+    if script_name == "addPrioritizedJob":
+        return [keys.marker, keys.meta, keys.id, keys.prioritized, keys.delayed, keys.completed,
+                keys.active, keys.events, keys.pc]
+    return [keys.wait, keys.paused, keys.meta, keys.id, keys.completed, keys.delayed, keys.active,
+            keys.events, keys.marker]
+
+
+class AddPlanner:
+    """Prepares add calls for one queue; key lists are built once, not per job."""
+
+    def __init__(self, keys: QueueKeys, default_job_options: Mapping[str, Any] | None = None) -> None:
+        self.keys = keys
+        self.defaults = dict(default_job_options or {})
+        encode_job_options(self.defaults)  # fail at construction on bad defaults
+        self._keys_by_script = {
+            name: _script_keys(keys, name)
+            for name in ("addStandardJob", "addDelayedJob", "addPrioritizedJob", "addParentJob")
+        }
+
+    def prepare(self, name: Any, data: Any, opts: Mapping[str, Any], *,
+                waiting_children: bool = False) -> AddCall:
+        validate_job_name(name)
+        data_json = dumps_json({} if data is None else data, "data")
+        merged = {**self.defaults, **opts} if self.defaults else opts
+        encoded = encode_job_options(merged)
+        # BullMQ's Job constructor always stores attempts (0 unless given), first.
+        stored: dict[str, Any] = {"attempts": 0, **encoded}
+        repeat_job_key = stored.pop("repeatJobKey", "")
+        timestamp = int(stored["timestamp"]) if "timestamp" in stored else int(time.time() * 1000)
+        parent_key = parent_deps = parent_json = ""
+        parent = stored.get("parent")
+        if parent is not None:
+            parent_key = f"{parent['queue']}:{parent['id']}"
+            parent_deps = parent_key + ":dependencies"
+            link: dict[str, Any] = {"id": parent["id"], "queueKey": parent["queue"]}
+            link.update({flag: True for flag in _PARENT_FLAGS if stored.get(flag)})
+            parent_json = dumps_json(link, "parent")
+        dedup_key = ""
+        if "de" in stored:
+            dedup_key = self.keys.deduplication(stored["de"]["id"])
+        if waiting_children:
+            script_name = "addParentJob"
+        elif stored.get("delay", 0) > 0:
+            script_name = "addDelayedJob"
+        elif stored.get("priority", 0) > 0:
+            script_name = "addPrioritizedJob"
+        else:
+            script_name = "addStandardJob"
+        custom_id = stored.get("jobId", "")
+        opts_json = dumps_json(stored, "opts")
+        args = [self.keys.job_prefix, custom_id, name, str(timestamp), parent_key, parent_deps,
+                parent_json, repeat_job_key, dedup_key, data_json, opts_json]
+        return AddCall(script(script_name), self._keys_by_script[script_name], args, name,
+                       {} if data is None else data, stored, timestamp, custom_id)
+
+
+def check_add_result(result: Any, call: AddCall) -> str:
+    """The job id an add script returned; its negative codes as exceptions."""
+    if isinstance(result, int):
+        raise_for_code(result, f"add {call.name!r}", job_id=call.custom_id or "(new)")
+    return result.decode() if isinstance(result, bytes) else str(result)
