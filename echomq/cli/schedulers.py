@@ -1,0 +1,190 @@
+"""``echomq schedulers list|get|upsert|remove``: look at and edit a queue's job schedulers.
+
+Tables show the next run in UTC and in the scheduler's own zone, which is what an operator
+compares with the cron pattern; ``--json`` prints the records for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Iterable, TextIO
+
+import redis
+
+from ..errors import EchoMQError
+from ..scheduler import JobScheduler
+from ..scheduler_records import SchedulerRecord
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
+
+
+def describe_schedule(record: SchedulerRecord) -> str:
+    if record.pattern:
+        return f"cron {record.pattern!r}" + (f" {record.tz}" if record.tz else "")
+    if record.every is not None:
+        return f"every {record.every} ms" + (f" +{record.offset}" if record.offset else "")
+    return "?"
+
+
+def _row(record: SchedulerRecord) -> tuple[str, ...]:
+    utc = record.next_run.strftime("%Y-%m-%d %H:%M:%S") if record.next_run else "-"
+    local = "-"
+    if record.next_run_local is not None and record.tz:
+        local = record.next_run_local.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return (record.id, record.name, describe_schedule(record), utc, local,
+            str(record.iteration_count or 0), "-" if record.limit is None else str(record.limit))
+
+
+def print_table(records: Iterable[SchedulerRecord], out: TextIO) -> None:
+    rows = [COLUMNS, *(_row(r) for r in records)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+
+
+def _scheduler(args: argparse.Namespace) -> tuple[redis.Redis, JobScheduler]:
+    client = redis.Redis.from_url(args.redis)
+    return client, JobScheduler(client, args.queue, prefix=args.prefix)
+
+
+def _emit(args: argparse.Namespace, records: list[SchedulerRecord]) -> None:
+    if args.json:
+        sys.stdout.write(json.dumps([r.to_dict() for r in records], indent=2) + "\n")
+    else:
+        print_table(records, sys.stdout)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    client, sched = _scheduler(args)
+    try:
+        _emit(args, sched.list(args.start, args.end, asc=args.asc))
+    finally:
+        client.close()
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    client, sched = _scheduler(args)
+    try:
+        record = sched.get(args.id)
+        if record is None:
+            sys.stderr.write(f"no scheduler {args.id!r} in queue {args.queue!r}\n")
+            return 1
+        if args.json:
+            sys.stdout.write(json.dumps(record.to_dict(), indent=2) + "\n")
+        else:
+            print_table([record], sys.stdout)
+            template = record.to_dict().get("template")
+            if template:
+                sys.stdout.write(f"template: {json.dumps(template)}\n")
+    finally:
+        client.close()
+    return 0
+
+
+def _json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise EchoMQError(f"--{what} is not JSON: {exc}") from None
+
+
+def _date_arg(text: str | None) -> int | str | None:
+    return int(text) if text is not None and text.isdigit() else text
+
+
+def cmd_upsert(args: argparse.Namespace) -> int:
+    repeat: dict[str, Any] = {"every": args.every, "pattern": args.pattern, "tz": args.tz,
+                              "start_date": _date_arg(args.start_date), "end_date": _date_arg(args.end_date),
+                              "limit": args.limit, "offset": args.offset}
+    if args.immediately:
+        repeat["immediately"] = True
+    client, sched = _scheduler(args)
+    try:
+        iteration = sched.upsert(args.id, {k: v for k, v in repeat.items() if v is not None}, args.name,
+                                 _json_arg(args.data, "data"), _json_arg(args.opts, "opts"))
+        record = sched.get(args.id)
+    except EchoMQError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    finally:
+        client.close()
+    if args.json:
+        sys.stdout.write(json.dumps({
+            "iteration": None if iteration is None else
+            {"job_id": iteration.job_id, "delay": iteration.delay, "due": iteration.due_ms},
+            "scheduler": None if record is None else record.to_dict()}, indent=2) + "\n")
+    else:
+        sys.stdout.write("no iteration scheduled (no run left before end date)\n" if iteration is None
+                         else f"scheduled {iteration.job_id} in {iteration.delay} ms\n")
+        if record is not None:
+            print_table([record], sys.stdout)
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    client, sched = _scheduler(args)
+    try:
+        removed = sched.remove_by_key(args.id)
+    finally:
+        client.close()
+    if args.json:
+        sys.stdout.write(json.dumps({"removed": removed}) + "\n")
+    else:
+        sys.stdout.write(f"removed {args.id}\n" if removed else f"no scheduler {args.id!r}\n")
+    return 0 if removed else 1
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", required=True, help="queue name (without braces)")
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
+                        help="Redis URL (default: $REDIS_URL or %(default)s)")
+    parser.add_argument("--prefix", default="emq", help="key prefix (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("schedulers", help="list, show, create or remove job schedulers")
+    commands = parser.add_subparsers(dest="schedulers_command", metavar="SUBCOMMAND")
+
+    p = commands.add_parser("list", help="all schedulers, latest next run first")
+    _common(p)
+    p.add_argument("--start", type=int, default=0, help="first rank (default 0)")
+    p.add_argument("--end", type=int, default=-1, help="last rank, inclusive (default -1: all)")
+    p.add_argument("--asc", action="store_true", help="earliest next run first")
+    p.set_defaults(handler=cmd_list)
+
+    p = commands.add_parser("get", help="one scheduler")
+    _common(p)
+    p.add_argument("id")
+    p.set_defaults(handler=cmd_get)
+
+    p = commands.add_parser("upsert", help="create or replace a scheduler")
+    _common(p)
+    p.add_argument("id")
+    kind = p.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--every", type=int, help="period in ms")
+    kind.add_argument("--pattern", help="cron pattern (5 or 6 fields)")
+    p.add_argument("--tz", help="IANA zone for the pattern, e.g. Europe/Berlin")
+    p.add_argument("--start-date", help="ISO 8601 date with offset, or epoch ms")
+    p.add_argument("--end-date", help="ISO 8601 date with offset, or epoch ms")
+    p.add_argument("--limit", type=int, help="stop after this many iterations")
+    p.add_argument("--offset", type=int, help="phase within the period (every only), ms")
+    p.add_argument("--immediately", action="store_true", help="first run now (pattern)")
+    p.add_argument("--name", help="job name (default: the scheduler id)")
+    p.add_argument("--data", help="job data, JSON")
+    p.add_argument("--opts", help='job options, JSON with snake_case keys, e.g. \'{"attempts": 3}\'')
+    p.set_defaults(handler=cmd_upsert)
+
+    p = commands.add_parser("remove", help="remove a scheduler and its pending iteration")
+    _common(p)
+    p.add_argument("id", help="scheduler id (the key list/get report)")
+    p.set_defaults(handler=cmd_remove)
+
+    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
