@@ -57,6 +57,9 @@ CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 #: fakeredis has no CLIENT UNBLOCK, so a blocked fetcher there wakes at least this often.
 _FAKE_BLOCK_CAP_S = 0.2
 
+#: How close to a delayed job's due time the fetcher stops blocking on Redis and sleeps locally.
+_LOCAL_WAIT_S = 0.15
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
@@ -260,7 +263,13 @@ class Worker:
                 continue
             timeout = self.drain_delay
             if fetched.next_due_ms:
-                timeout = min(timeout, max(0.001, (fetched.next_due_ms - self.clock()) / 1000))
+                remaining = (fetched.next_due_ms - self.clock()) / 1000
+                if remaining <= _LOCAL_WAIT_S:
+                    # Redis checks blocking timeouts about every 100 ms (hz 10), too coarse
+                    # for a due time; the last stretch is a local, interruptible sleep.
+                    self._stop.wait(max(0.0, remaining))
+                    continue
+                timeout = min(timeout, remaining - _LOCAL_WAIT_S + 0.01)
             try:
                 self._wait_for_marker(timeout)
                 backoff.reset()
