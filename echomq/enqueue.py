@@ -59,7 +59,9 @@ class AddPlanner:
         }
 
     def prepare(self, name: Any, data: Any, opts: Mapping[str, Any], *,
-                waiting_children: bool = False) -> AddCall:
+                waiting_children: bool = False, generated_id: str = "") -> AddCall:
+        """``generated_id`` is an id the caller made up (a flow node's UUID): used as the job id
+        but, unlike ``job_id``, not stored in opts, as BullMQ's FlowProducer does."""
         validate_job_name(name)
         data_json = dumps_json({} if data is None else data, "data")
         merged = {**self.defaults, **opts} if self.defaults else opts
@@ -87,7 +89,7 @@ class AddPlanner:
             script_name = "addPrioritizedJob"
         else:
             script_name = "addStandardJob"
-        custom_id = stored.get("jobId", "")
+        custom_id = stored.get("jobId", generated_id)
         opts_json = dumps_json(stored, "opts")
         args = [self.keys.job_prefix, custom_id, name, str(timestamp), parent_key, parent_deps,
                 parent_json, repeat_job_key, dedup_key, data_json, opts_json]

@@ -59,7 +59,7 @@ class Job:
         self.keys = keys
         self.id = job_id
         self.name = name
-        self.data = {} if data is None else data
+        self.data = data
         self.raw_opts: dict[str, Any] = dict(opts or {})
         self.opts: dict[str, Any] = decode_job_options(self.raw_opts)
         self.timestamp = timestamp

@@ -110,12 +110,11 @@ class Queue:
                         plans: list[tuple[AddCall, QueueKeys]]) -> Job:
         name, data, opts = _bulk_item(node)
         opts = dict(opts)
-        opts.setdefault("job_id", str(uuid.uuid4()))
         if parent_ref is not None:
             if "parent" in opts:
                 raise InvalidInputError(f"add_flow: node {name!r} must not set parent (the tree sets it)")
             opts["parent"] = parent_ref
-        call = planner.prepare(name, data, opts, waiting_children=bool(children))
+        call = planner.prepare(name, data, opts, waiting_children=bool(children), generated_id=str(uuid.uuid4()))
         plans.append((call, planner.keys))
         job = Job(self.client, planner.keys, call.custom_id, name=call.name, data=call.data,
                   opts=call.stored_opts, timestamp=call.timestamp)
