@@ -226,3 +226,38 @@ def test_queue_accepts_a_url_and_decoded_clients(redis_url: str, queue_name: str
     finally:
         redis.Redis.from_url(redis_url).delete(*queue_keys(text_client, queue_name))
         text_client.close()
+
+
+def test_every_producer_and_operator_event_reaches_queue_events(connection: redis.Redis, queue_name: str) -> None:
+    from echomq import EventType, Handler, QueueEvents
+
+    seen: list[tuple[str, dict]] = []
+
+    class Recorder(Handler):
+        def handle_event(self, event_type, event_data) -> None:  # type: ignore[no-untyped-def]
+            seen.append((str(event_type), event_data))
+
+    queue = Queue(connection, queue_name)
+    with QueueEvents(connection, queue_name, handler=Recorder(), block_ms=200):
+        job = queue.add("a", job_id="one")
+        queue.add("a", job_id="one")
+        queue.add("b", deduplication={"id": "d"})
+        queue.add("b", deduplication={"id": "d"})
+        queue.add("c", delay=5000)
+        queue.add_flow({"name": "p"}, [{"name": "c"}])
+        job.update_progress(7)
+        queue.pause()
+        queue.resume()
+        queue.remove("one")
+        queue.clean(0, 0, "completed")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(t == "cleaned" for t, _ in seen):
+            time.sleep(0.02)
+    types = {t for t, _ in seen}
+    expected = {EventType.ADDED, EventType.WAITING, EventType.DELAYED, EventType.DUPLICATED,
+                EventType.DEDUPLICATED, EventType.WAITING_CHILDREN, EventType.REMOVED, EventType.PAUSED,
+                EventType.RESUMED, EventType.CLEANED, EventType.PROGRESS}
+    assert {str(e) for e in expected} <= types
+    data = {t: d for t, d in seen}
+    assert data["progress"]["data"] == 7 and data["cleaned"]["count"] == 0
+    assert data["removed"]["prev"] == "wait" and data["duplicated"]["jobId"] == "one"
