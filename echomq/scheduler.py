@@ -24,6 +24,7 @@ from .connection import Connection, decode_hash, resolve_connection, to_str
 from .errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from .keys import DEFAULT_PREFIX, QueueKeys, iteration_job_id
 from .options import dumps_json, encode_job_options, validate_job_name
+from .repeat import calculate_next_millis
 from .scheduler_records import Iteration, SchedulerRecord
 from .scheduler_spec import RepeatSpec
 from .scripts import script
@@ -35,8 +36,8 @@ logger = logging.getLogger(__name__)
 #: Template options that the scheduler sets itself on every iteration.
 _RESERVED_TEMPLATE_OPTS = ("job_id", "delay", "repeat", "repeat_job_key", "prev_millis", "timestamp")
 
-#: How many HGETALLs ``list`` sends per pipeline round trip.
-_LIST_BATCH = 2000
+#: How many schedulers ``list`` reads per script call (bounds how long Redis is busy).
+_LIST_CHUNK = 2000
 
 
 def _now_ms() -> int:
@@ -73,12 +74,8 @@ class JobScheduler:
     client and keys, so it is safe to share between threads.
     """
 
-    @staticmethod
-    def calculate_next_millis(repeat_opts: Mapping[str, Any], reference_time: Any = None) -> int | None:
-        """echomq.repeat.calculate_next_millis, re-exported for callers' convenience."""
-        from .repeat import calculate_next_millis
-
-        return calculate_next_millis(repeat_opts, reference_time)
+    #: echomq.repeat.calculate_next_millis (the next-runs function), re-exported for convenience.
+    calculate_next_millis = staticmethod(calculate_next_millis)
 
     def __init__(self, connection: Connection, queue_name: str, *, prefix: str = DEFAULT_PREFIX) -> None:
         self.client: redis.Redis = resolve_connection(connection)
@@ -112,7 +109,7 @@ class JobScheduler:
 
         next_arg = ""
         if spec.pattern is not None:
-            next_millis = now if spec.immediately else self.calculate_next_millis(spec.cron_opts(), now)
+            next_millis = now if spec.immediately else calculate_next_millis(spec.cron_opts(), now)
             if next_millis is None:
                 return None
             next_arg = str(max(int(next_millis), now))
@@ -173,7 +170,7 @@ class JobScheduler:
         if pattern and not repeat_opts.get("every"):
             cron = {"pattern": pattern, "tz": repeat_opts.get("tz"),
                     "start_date": repeat_opts.get("startDate"), "end_date": end_date}
-            next_millis = self.calculate_next_millis({k: v for k, v in cron.items() if v is not None}, reference)
+            next_millis = calculate_next_millis({k: v for k, v in cron.items() if v is not None}, reference)
             if next_millis is None:
                 return None
             next_arg = str(max(int(next_millis), reference))
@@ -224,18 +221,21 @@ class JobScheduler:
     def list(self, start: int = 0, end: int = -1, asc: bool = False) -> list[SchedulerRecord]:
         """Schedulers ordered by next run (latest first unless ``asc``), ranks start..end inclusive.
 
-        Members of the repeat set without a hash (BullMQ 5 legacy repeatables) are skipped.
+        Read in chunks of ranks, one script call each, so a huge listing never blocks Redis
+        for long. Members of the repeat set without a hash (BullMQ 5 legacy repeatables) are
+        skipped, not deleted.
         """
-        members = self.client.zrange(self.keys.repeat, start, end, desc=not asc, withscores=True)
+        size = self.count()
+        first = start if start >= 0 else max(size + start, 0)
+        last = min(end if end >= 0 else size + end, size - 1)
         records: list[SchedulerRecord] = []
-        for offset in range(0, len(members), _LIST_BATCH):
-            chunk = members[offset : offset + _LIST_BATCH]
-            pipe = self.client.pipeline(transaction=False)
-            for member, _score in chunk:
-                pipe.hgetall(self.keys.scheduler(to_str(member)))
-            for (member, score), raw in zip(chunk, pipe.execute()):
-                if raw:
-                    records.append(SchedulerRecord.from_hash(to_str(member), decode_hash(raw), int(score)))
+        read = script("getJobSchedulers")
+        for chunk_start in range(first, last + 1, _LIST_CHUNK):
+            chunk_end = min(chunk_start + _LIST_CHUNK - 1, last)
+            reply = read(self.client, [self.keys.repeat], [chunk_start, chunk_end, "1" if asc else "0"])
+            for at in range(0, len(reply), 3):
+                if reply[at + 2]:
+                    records.append(SchedulerRecord.from_flat(reply[at], reply[at + 1], reply[at + 2]))
         return records
 
     def count(self) -> int:

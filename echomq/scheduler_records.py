@@ -50,12 +50,15 @@ class Iteration:
 
 def _int_or_none(raw: Mapping[str, str], name: str) -> int | None:
     value = raw.get(name)
-    if value in (None, ""):
+    if not value:
         return None
     try:
-        return int(float(value))  # type: ignore[arg-type]
+        return int(value)
     except ValueError:
-        return None
+        try:
+            return int(float(value))
+        except ValueError:
+            return None
 
 
 def _json_or_text(text: str) -> Any:
@@ -65,7 +68,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SchedulerRecord:
     """A job scheduler as stored: how it repeats, what it creates, and its next run.
 
@@ -86,9 +89,22 @@ class SchedulerRecord:
     end_date: int | None = None
     limit: int | None = None
     offset: int | None = None
-    template_data: Any = None
-    template_opts: dict[str, Any] | None = None
     raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def template_data(self) -> Any:
+        """The iterations' data as stored (decoded JSON), None when the hash has none (``{}``)."""
+        text = self.raw.get("data")
+        return _json_or_text(text) if text else None
+
+    @property
+    def template_opts(self) -> dict[str, Any] | None:
+        """The iterations' job options in snake_case, None when the hash has none."""
+        text = self.raw.get("opts")
+        if not text:
+            return None
+        decoded = _json_or_text(text)
+        return decode_job_options(decoded) if isinstance(decoded, dict) else {"raw": decoded}
 
     @property
     def key(self) -> str:
@@ -105,28 +121,31 @@ class SchedulerRecord:
         return None if self.next_millis is None else millis_to_datetime(self.next_millis, self.tz)
 
     @classmethod
-    def from_hash(cls, scheduler_id: str, raw: Mapping[str, str], next_millis: int | None) -> "SchedulerRecord":
-        opts = raw.get("opts")
-        template_opts: dict[str, Any] | None = None
-        if opts:
-            decoded = _json_or_text(opts)
-            template_opts = decode_job_options(decoded) if isinstance(decoded, dict) else {"raw": decoded}
-        return cls(
-            id=scheduler_id,
-            name=raw.get("name", scheduler_id),
-            next_millis=next_millis,
-            iteration_count=_int_or_none(raw, "ic"),
-            every=_int_or_none(raw, "every"),
-            pattern=raw.get("pattern") or None,
-            tz=raw.get("tz") or None,
-            start_date=_int_or_none(raw, "startDate"),
-            end_date=_int_or_none(raw, "endDate"),
-            limit=_int_or_none(raw, "limit"),
-            offset=_int_or_none(raw, "offset"),
-            template_data=_json_or_text(raw["data"]) if raw.get("data") else None,
-            template_opts=template_opts,
-            raw=dict(raw),
-        )
+    def from_hash(cls, scheduler_id: str, raw: dict[str, str], next_millis: int | None) -> "SchedulerRecord":
+        get = raw.get
+        try:  # fast path: every number is a plain decimal integer, as both runtimes write them
+            numbers = [int(v) if v else None for v in
+                       (get("ic"), get("every"), get("startDate"), get("endDate"), get("limit"), get("offset"))]
+        except ValueError:
+            numbers = [_int_or_none(raw, name) for name in ("ic", "every", "startDate", "endDate", "limit", "offset")]
+        ic, every, start, end, limit, offset = numbers
+        return cls(scheduler_id, get("name", scheduler_id), next_millis, ic, every, get("pattern") or None,
+                   get("tz") or None, start, end, limit, offset, raw)
+
+    @classmethod
+    def from_flat(cls, member: Any, score: Any, flat: list[Any]) -> "SchedulerRecord":
+        """From a script reply: the member, its score and a flat HGETALL (bytes or str)."""
+        items = iter(flat)
+        if flat and isinstance(flat[0], bytes):
+            raw = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in zip(items, items)}
+        else:
+            raw = {str(k): str(v) for k, v in zip(items, items)}
+        sid = member.decode("utf-8", "replace") if isinstance(member, bytes) else str(member)
+        try:
+            millis = int(score)
+        except ValueError:
+            millis = int(float(score))
+        return cls.from_hash(sid, raw, millis)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the CLI's ``--json``): absent fields are left out, as BullMQ does."""

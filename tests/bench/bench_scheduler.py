@@ -1,0 +1,109 @@
+"""Scheduler throughput, EchoMQ beside BullMQ 6.7 in the same run on the same Redis.
+
+1. Upserts per second, one at a time (each awaits its reply), half ``every`` and half cron with
+   a time zone, each upsert a new scheduler. Target: at least 2x BullMQ.
+2. Time to list 10,000 schedulers (EchoMQ ``list()`` vs BullMQ ``getJobSchedulers()``, best of
+   3, the same queue for both). Target: no slower than BullMQ.
+
+Run: ``.venv/bin/python tests/bench/bench_scheduler.py`` (``make bench``). Needs node and
+tests/interop/node_modules. Every queue is unique and deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from echomq.keys import QueueKeys  # noqa: E402
+from echomq.scheduler import JobScheduler  # noqa: E402
+
+URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+UPSERTS = int(os.environ.get("BENCH_UPSERTS", "3000"))
+LISTED = int(os.environ.get("BENCH_LISTED", "10000"))
+ROUNDS = 3
+
+
+def node(*args: str) -> dict:
+    env = {**os.environ, "REDIS_URL": URL, "NODE_PATH": str(ROOT / "tests/interop/node_modules")}
+    done = subprocess.run(["node", str(Path(__file__).with_suffix(".js")), *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode:
+        raise SystemExit(f"node failed: {done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def upsert(sched: JobScheduler, i: int) -> None:
+    if i % 2 == 0:
+        sched.upsert(f"s-{i}", {"every": 60_000 + i}, "bench", {"i": i})
+    else:
+        sched.upsert(f"s-{i}", {"pattern": "*/5 * * * *", "tz": "Europe/Berlin"}, "bench", {"i": i})
+
+
+def echomq_upserts(client: redis.Redis, queue: str, n: int) -> float:
+    sched = JobScheduler(client, queue)
+    upsert(sched, -2)
+    upsert(sched, -1)
+    start = time.perf_counter()
+    for i in range(n):
+        upsert(sched, i)
+    return time.perf_counter() - start
+
+
+def populate(client: redis.Redis, queue: str, n: int) -> None:
+    sched = JobScheduler(client, queue)
+    for i in range(n):
+        upsert(sched, i)
+
+
+def echomq_list(client: redis.Redis, queue: str) -> tuple[int, float]:
+    sched = JobScheduler(client, queue)
+    best, found = float("inf"), 0
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        found = len(sched.list())
+        best = min(best, time.perf_counter() - start)
+    return found, best
+
+
+def drop(client: redis.Redis, queue: str) -> None:
+    keys = list(client.scan_iter(match=QueueKeys(queue).all_keys_pattern(), count=5000))
+    for at in range(0, len(keys), 5000):
+        client.delete(*keys[at : at + 5000])
+
+
+def main() -> int:
+    client = redis.Redis.from_url(URL)
+    tag = uuid.uuid4().hex[:6]
+    queues = {name: f"bench-sched-{name}-{tag}" for name in ("emq", "bull", "list")}
+    try:
+        ours_s = echomq_upserts(client, queues["emq"], UPSERTS)
+        theirs = node("upsert", queues["bull"], str(UPSERTS))
+        populate(client, queues["list"], LISTED)
+        found, ours_list = echomq_list(client, queues["list"])
+        listed = node("list", queues["list"], str(ROUNDS))
+    finally:
+        for queue in queues.values():
+            drop(client, queue)
+    ours_rate, theirs_rate = UPSERTS / ours_s, UPSERTS / theirs["seconds"]
+    assert found == listed["found"] == LISTED, (found, listed)
+    print(f"{'measure':<34}{'EchoMQ':>12}{'BullMQ 6.7':>12}{'ratio':>8}")
+    print(f"{'upserts/s (1:1 every:cron+tz)':<34}{ours_rate:>12.0f}{theirs_rate:>12.0f}"
+          f"{ours_rate / theirs_rate:>7.2f}x")
+    print(f"{f'list {LISTED} schedulers (s)':<34}{ours_list:>12.3f}{listed['seconds']:>12.3f}"
+          f"{listed['seconds'] / ours_list:>7.2f}x")
+    print(f"(ratio > 1 means EchoMQ is faster; {UPSERTS} upserts each, best of {ROUNDS} listings)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
