@@ -79,7 +79,10 @@ class JobScheduler:
 
     def __init__(self, connection: Connection, queue_name: str, *, prefix: str = DEFAULT_PREFIX) -> None:
         self.client: redis.Redis = resolve_connection(connection)
-        self.keys = QueueKeys(queue_name, prefix)
+        self.keys = k = QueueKeys(queue_name, prefix)
+        # KEYS of addJobScheduler-11; updateJobScheduler-12 takes the same ten, the producer, active
+        self._add_keys = [k.repeat, k.delayed, k.wait, k.paused, k.meta, k.prioritized, k.marker, k.id,
+                          k.events, k.pc, k.active]
 
     # -- writing --------------------------------------------------------------------------------
     def upsert(
@@ -119,12 +122,10 @@ class JobScheduler:
         iteration_opts["repeatJobKey"] = sid
         iteration_opts["repeat"] = spec.iteration_repeat(count=1)
 
-        k = self.keys
         result = script("addJobScheduler")(
-            self.client,
-            [k.repeat, k.delayed, k.wait, k.paused, k.meta, k.prioritized, k.marker, k.id, k.events, k.pc, k.active],
+            self.client, self._add_keys,
             [next_arg, _compact(spec.scheduler_fields(name)), sid, data_json, _compact(template),
-             _compact(iteration_opts), now, k.job_prefix, ""],
+             _compact(iteration_opts), now, self.keys.job_prefix, ""],
         )
         if isinstance(result, int):
             if result == 0:
@@ -184,12 +185,9 @@ class JobScheduler:
         new_opts["repeatJobKey"] = scheduler_id
         new_opts["repeat"] = {**repeat_opts, "count": count}
 
-        k = self.keys
         result = script("updateJobScheduler")(
-            self.client,
-            [k.repeat, k.delayed, k.wait, k.paused, k.meta, k.prioritized, k.marker, k.id, k.events, k.pc,
-             k.job(job_id), k.active],
-            [next_arg, scheduler_id, "", _compact(new_opts), now, k.job_prefix, job_id],
+            self.client, [*self._add_keys[:10], self.keys.job(job_id), self.keys.active],
+            [next_arg, scheduler_id, "", _compact(new_opts), now, self.keys.job_prefix, job_id],
         )
         if not result:
             return None

@@ -6,18 +6,25 @@
    3, the same queue for both). Target: no slower than BullMQ.
 
 Run: ``.venv/bin/python tests/bench/bench_scheduler.py`` (``make bench``). Needs node and
-tests/interop/node_modules. Every queue is unique and deleted afterwards.
+tests/interop/node_modules. Both runtimes talk to a private ``redis-server`` this script starts
+(so other work on the shared Redis does not skew one side); set ``BENCH_REDIS_URL`` to use an
+existing server instead. Every queue is unique and deleted afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import redis
 
@@ -27,14 +34,41 @@ sys.path.insert(0, str(ROOT))
 from echomq.keys import QueueKeys  # noqa: E402
 from echomq.scheduler import JobScheduler  # noqa: E402
 
-URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+URL = os.environ.get("BENCH_REDIS_URL", "")
 UPSERTS = int(os.environ.get("BENCH_UPSERTS", "3000"))
 LISTED = int(os.environ.get("BENCH_LISTED", "10000"))
 ROUNDS = 3
 
 
-def node(*args: str) -> dict:
-    env = {**os.environ, "REDIS_URL": URL, "NODE_PATH": str(ROOT / "tests/interop/node_modules")}
+@contextmanager
+def redis_url() -> Iterator[str]:
+    """BENCH_REDIS_URL, else a throwaway redis-server (else the shared one at REDIS_URL)."""
+    binary = shutil.which("redis-server")
+    if URL or binary is None:
+        yield URL or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", tmp], stdout=subprocess.DEVNULL)
+        url = f"redis://127.0.0.1:{port}/0"
+        try:
+            for _ in range(200):
+                try:
+                    if redis.Redis.from_url(url).ping():
+                        break
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def node(url: str, *args: str) -> dict:
+    env = {**os.environ, "REDIS_URL": url, "NODE_PATH": str(ROOT / "tests/interop/node_modules")}
     done = subprocess.run(["node", str(Path(__file__).with_suffix(".js")), *args], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     if done.returncode:
@@ -82,15 +116,20 @@ def drop(client: redis.Redis, queue: str) -> None:
 
 
 def main() -> int:
-    client = redis.Redis.from_url(URL)
+    with redis_url() as url:
+        return run(url)
+
+
+def run(url: str) -> int:
+    client = redis.Redis.from_url(url)
     tag = uuid.uuid4().hex[:6]
     queues = {name: f"bench-sched-{name}-{tag}" for name in ("emq", "bull", "list")}
     try:
         ours_s = echomq_upserts(client, queues["emq"], UPSERTS)
-        theirs = node("upsert", queues["bull"], str(UPSERTS))
+        theirs = node(url, "upsert", queues["bull"], str(UPSERTS))
         populate(client, queues["list"], LISTED)
         found, ours_list = echomq_list(client, queues["list"])
-        listed = node("list", queues["list"], str(ROUNDS))
+        listed = node(url, "list", queues["list"], str(ROUNDS))
     finally:
         for queue in queues.values():
             drop(client, queue)
@@ -101,7 +140,7 @@ def main() -> int:
           f"{ours_rate / theirs_rate:>7.2f}x")
     print(f"{f'list {LISTED} schedulers (s)':<34}{ours_list:>12.3f}{listed['seconds']:>12.3f}"
           f"{listed['seconds'] / ours_list:>7.2f}x")
-    print(f"(ratio > 1 means EchoMQ is faster; {UPSERTS} upserts each, best of {ROUNDS} listings)")
+    print(f"(ratio > 1 means EchoMQ is faster; {UPSERTS} upserts each, best of {ROUNDS} listings; {url})")
     return 0
 
 

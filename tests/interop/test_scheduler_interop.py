@@ -170,3 +170,44 @@ def test_same_calls_leave_the_same_shape(bullmq_peer, connection, queue_name):
             stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
             if stale:
                 connection.delete(*stale)
+
+
+def test_worker_step_writes_what_a_bullmq_worker_writes(bullmq_peer, connection, queue_name):
+    """produce_next vs BullMQ's worker: the next iteration's hash and opts have the same shape."""
+    ours, theirs = queue_name + "-emq", queue_name + "-bull"
+    sched = JobScheduler(connection, ours)
+    try:
+        for sid, repeat in (("ev", {"every": 2000, "limit": 5}), ("cr", {"pattern": "*/2 * * * * *"})):
+            first = sched.upsert(sid, repeat, "job", {"k": 1}, {"attempts": 2, "backoff": 100})
+            sched.produce_next(first.job_id)
+        bullmq_peer.run(
+            js_queue(theirs)
+            + "const a = await q.upsertJobScheduler('ev', {every: 2000, limit: 5}, {name: 'job', data: {k: 1},"
+            "  opts: {attempts: 2, backoff: {type: 'fixed', delay: 100}}});"
+            "const b = await q.upsertJobScheduler('cr', {pattern: '*/2 * * * * *'}, {name: 'job', data: {k: 1},"
+            "  opts: {attempts: 2, backoff: {type: 'fixed', delay: 100}}});"
+            "const done = new Set();"
+            f"const w = new bullmq.Worker('{{{theirs}}}', async (job) => {{ done.add(job.id); }},"
+            "  {connection: connection(), prefix, autorun: false});"
+            "w.run(); const deadline = Date.now() + 10000;"
+            "while (!(done.has(a.id) && done.has(b.id)) && Date.now() < deadline) await sleep(10);"
+            "await w.close(); await q.close();"
+        )
+        for sid in ("ev", "cr"):
+            mine = JobScheduler(connection, ours).get(sid)
+            their = JobScheduler(connection, theirs).get(sid)
+            assert mine.iteration_count == 2 and their.iteration_count >= 2
+            mine_job = {k.decode(): v.decode() for k, v in
+                        connection.hgetall(QueueKeys(ours).job(f"repeat:{sid}:{mine.next_millis}")).items()}
+            their_job = {k.decode(): v.decode() for k, v in
+                         connection.hgetall(QueueKeys(theirs).job(f"repeat:{sid}:{their.next_millis}")).items()}
+            assert set(mine_job) == set(their_job)
+            mine_opts, their_opts = json.loads(mine_job["opts"]), json.loads(their_job["opts"])
+            assert _shape_of_json(mine_job["opts"]) == _shape_of_json(their_job["opts"])
+            assert mine_opts["repeat"]["count"] == 2 and mine_opts["attempts"] == their_opts["attempts"] == 2
+            assert mine_opts["backoff"] == their_opts["backoff"]
+    finally:
+        for name in (ours, theirs):
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            if stale:
+                connection.delete(*stale)
