@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import redis
 
@@ -29,7 +30,7 @@ from .scheduler_records import Iteration, SchedulerRecord
 from .scheduler_spec import RepeatSpec
 from .scripts import script
 
-__all__ = ["JobScheduler", "SchedulerRecord", "Iteration"]
+__all__ = ["Iteration", "JobScheduler", "SchedulerRecord"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,8 @@ class JobScheduler:
             return None
         if not isinstance(prev_opts, dict):
             return None
-        repeat_opts = prev_opts.get("repeat") if isinstance(prev_opts.get("repeat"), dict) else {}
+        stored_repeat = prev_opts.get("repeat")
+        repeat_opts: dict[str, Any] = stored_repeat if isinstance(stored_repeat, dict) else {}
         count = int(repeat_opts.get("count") or 0) + 1
         limit = repeat_opts.get("limit")
         if limit is not None and count > int(limit):
@@ -206,7 +208,7 @@ class JobScheduler:
     def remove_by_key(self, key: str) -> bool:
         """``remove`` for the ``key`` that ``get``/``list`` report (also accepts the full hash key)."""
         full = self.keys.scheduler("")
-        return self.remove(key[len(full):] if key.startswith(full) else key)
+        return self.remove(key.removeprefix(full))
 
     # -- reading --------------------------------------------------------------------------------
     def get(self, scheduler_id: str) -> SchedulerRecord | None:

@@ -8,9 +8,10 @@ BullMQ 6.7 app): numbers are stored as decimal strings, ``data`` as the producer
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .options import decode_job_options
@@ -18,7 +19,7 @@ from .options import decode_job_options
 
 def millis_to_datetime(millis: int, tz: str | None = None) -> datetime:
     """An aware datetime for epoch millis, in ``tz`` when it names a zone, else in UTC."""
-    moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)  # noqa: UP017 (3.10 has no datetime.UTC)
     if tz:
         try:
             return moment.astimezone(ZoneInfo(tz))
@@ -43,7 +44,7 @@ class Iteration:
         return millis_to_datetime(self.due_ms)
 
     @classmethod
-    def from_reply(cls, job_id: str, delay: Any) -> "Iteration":
+    def from_reply(cls, job_id: str, delay: Any) -> Iteration:
         # The due time is part of the deterministic id: repeat:<scheduler id>:<millis>.
         return cls(job_id=job_id, delay=int(delay), due_ms=int(job_id.rsplit(":", 1)[1]))
 
@@ -121,7 +122,7 @@ class SchedulerRecord:
         return None if self.next_millis is None else millis_to_datetime(self.next_millis, self.tz)
 
     @classmethod
-    def from_hash(cls, scheduler_id: str, raw: dict[str, str], next_millis: int | None) -> "SchedulerRecord":
+    def from_hash(cls, scheduler_id: str, raw: dict[str, str], next_millis: int | None) -> SchedulerRecord:
         get = raw.get
         try:  # fast path: every number is a plain decimal integer, as both runtimes write them
             numbers = [int(v) if v else None for v in
@@ -133,7 +134,7 @@ class SchedulerRecord:
                    get("tz") or None, start, end, limit, offset, raw)
 
     @classmethod
-    def from_flat(cls, member: Any, score: Any, flat: list[Any]) -> "SchedulerRecord":
+    def from_flat(cls, member: Any, score: Any, flat: list[Any]) -> SchedulerRecord:
         """From a script reply: the member, its score and a flat HGETALL (bytes or str)."""
         items = iter(flat)
         if flat and isinstance(flat[0], bytes):

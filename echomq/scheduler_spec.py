@@ -9,9 +9,10 @@ ISO 8601 strings with an offset; they are stored as millis, as BullMQ stores the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import InvalidScheduleError
@@ -38,13 +39,13 @@ def to_millis(name: str, value: Any) -> int:
     """Epoch millis from millis, an aware datetime or an ISO 8601 string with an offset."""
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))  # noqa: FURB162 (3.10 rejects Z)
         except ValueError:
             raise _fail(name, value, "is not an ISO 8601 date") from None
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise _fail(name, value, "must be timezone-aware (a naive datetime is ambiguous)")
-        return int(round(value.timestamp() * 1000))
+        return round(value.timestamp() * 1000)
     return _positive_int(name, value, 0)
 
 
@@ -72,7 +73,7 @@ class RepeatSpec:
     offset: int | None = None
 
     @classmethod
-    def parse(cls, repeat_opts: Mapping[str, Any], now_ms: int) -> "RepeatSpec":
+    def parse(cls, repeat_opts: Mapping[str, Any], now_ms: int) -> RepeatSpec:
         if not isinstance(repeat_opts, Mapping):
             raise InvalidScheduleError(f"repeat_opts must be a mapping, got {type(repeat_opts).__name__}")
         opts: dict[str, Any] = {}

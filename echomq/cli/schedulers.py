@@ -10,7 +10,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 import redis
 
@@ -42,8 +43,7 @@ def _row(record: SchedulerRecord) -> tuple[str, ...]:
 def print_table(records: Iterable[SchedulerRecord], out: TextIO) -> None:
     rows = [COLUMNS, *(_row(r) for r in records)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    for row in rows:
-        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+    out.writelines("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n" for row in rows)
 
 
 def _scheduler(args: argparse.Namespace) -> tuple[redis.Redis, JobScheduler]:

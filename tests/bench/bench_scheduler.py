@@ -22,17 +22,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from echomq.keys import QueueKeys  # noqa: E402
-from echomq.scheduler import JobScheduler  # noqa: E402
+from echomq.keys import QueueKeys
+from echomq.scheduler import JobScheduler
 
 URL = os.environ.get("BENCH_REDIS_URL", "")
 UPSERTS = int(os.environ.get("BENCH_UPSERTS", "3000"))
