@@ -290,3 +290,25 @@ def test_bad_input_raises_and_writes_nothing(connection, sched, scheduler_id, re
         sched.upsert(scheduler_id, repeat_opts, extra.get("name"), extra.get("data"), extra.get("opts"))
     assert isinstance(info.value, ValueError) and str(info.value)
     assert list(connection.scan_iter(match=sched.keys.all_keys_pattern())) == []
+
+
+def test_reupsert_replaces_a_prioritized_pending_iteration(connection, sched):
+    first = sched.upsert("prio", {"every": 60_000}, "p", None, {"priority": 5})
+    k = sched.keys
+    assert connection.zscore(k.prioritized, first.job_id) is not None
+    second = sched.upsert("prio", {"every": 60_000}, "p", {"v": 2}, {"priority": 7})
+    assert second.job_id == first.job_id
+    assert connection.zcard(k.prioritized) == 1 and connection.hget(k.job(second.job_id), "priority") == b"7"
+
+
+def test_reupsert_while_paused_replaces_the_waiting_iteration(connection, sched):
+    # BullMQ 6.7 looks in the legacy paused list here, misses the job and adds a second one;
+    # we look in wait, where BullMQ 6 keeps paused jobs, and replace it.
+    k = sched.keys
+    connection.hset(k.meta, "paused", 1)
+    first = sched.upsert("pz", {"every": 60_000}, "v1")
+    assert connection.lrange(k.wait, 0, -1) == [first.job_id.encode()]
+    assert connection.zscore(k.marker, "0") is None  # paused: no wake-up marker
+    second = sched.upsert("pz", {"every": 60_000}, "v2")
+    assert second.job_id == first.job_id and connection.llen(k.wait) == 1
+    assert connection.hget(k.job(second.job_id), "name") == b"v2"
