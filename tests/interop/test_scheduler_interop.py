@@ -28,7 +28,9 @@ def js_queue(queue_name: str) -> str:
 
 def test_bullmq_worker_advances_an_echomq_every_schedule(bullmq_peer, connection, queue_name):
     sched = JobScheduler(connection, queue_name)
-    first = sched.upsert("half-second", {"every": 500}, "beat", {"n": 1}, {"remove_on_complete": 10})
+    start = int(time.time() * 1000) + 2000  # after node has started, so no run is missed
+    first = sched.upsert("half-second", {"every": 500, "start_date": start}, "beat", {"n": 1},
+                         {"remove_on_complete": 10})
     seen = bullmq_peer.run(
         "const seen = [];"
         f"const w = new bullmq.Worker('{{{queue_name}}}', async (job) => {{"
@@ -41,7 +43,9 @@ def test_bullmq_worker_advances_an_echomq_every_schedule(bullmq_peer, connection
     )[-1]
     assert len(seen) >= 3
     due = [int(s["id"].rsplit(":", 1)[1]) for s in seen[:3]]
-    assert due[0] == first.due_ms and due[1] == due[0] + 500 and due[2] == due[1] + 500
+    assert due[0] == first.due_ms == start
+    # each run advances the schedule on its 500 ms grid (a late pickup skips missed slots)
+    assert due[0] < due[1] < due[2] and all((d - start) % 500 == 0 for d in due)
     assert [s["count"] for s in seen[:3]] == [1, 2, 3]
     assert all(s["name"] == "beat" and s["data"] == {"n": 1} and s["rjk"] == "half-second" for s in seen)
     record = sched.get("half-second")
@@ -49,6 +53,28 @@ def test_bullmq_worker_advances_an_echomq_every_schedule(bullmq_peer, connection
     # the iteration BullMQ made is one our worker-side step can continue from
     nxt = sched.produce_next(f"repeat:half-second:{record.next_millis}", now_ms=record.next_millis)
     assert nxt is not None and nxt.due_ms == record.next_millis + 500
+
+
+def test_bullmq_worker_advances_an_echomq_pattern_schedule(bullmq_peer, connection, queue_name):
+    sched = JobScheduler(connection, queue_name)
+    start = int(time.time() * 1000) + 2000  # after node has started
+    first = sched.upsert("each-second", {"pattern": "* * * * * *", "tz": "Asia/Kolkata", "start_date": start},
+                         "tick")
+    seen = bullmq_peer.run(
+        "const seen = [];"
+        f"const w = new bullmq.Worker('{{{queue_name}}}', async (job) => {{"
+        "  seen.push({id: job.id, prev: job.opts.prevMillis, count: job.opts.repeat.count}); },"
+        "  {connection: connection(), prefix});"
+        "const deadline = Date.now() + 15000;"
+        "while (seen.length < 2 && Date.now() < deadline) await sleep(20);"
+        "await w.close(); return seen;",
+        timeout=60,
+    )[-1]
+    assert len(seen) >= 2
+    assert seen[0] == {"id": first.job_id, "prev": first.due_ms, "count": 1}
+    # the next tick after the first (one later if BullMQ picked the first up late)
+    assert seen[1]["prev"] > first.due_ms and (seen[1]["prev"] - first.due_ms) % 1000 == 0
+    assert seen[1]["count"] == 2 and seen[1]["id"] == f"repeat:each-second:{seen[1]['prev']}"
 
 
 def test_bullmq_reads_an_echomq_pattern_scheduler(bullmq_peer, connection, queue_name):
