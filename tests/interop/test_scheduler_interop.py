@@ -176,6 +176,8 @@ def test_same_calls_leave_the_same_shape(bullmq_peer, connection, queue_name):
         sched.upsert("every", {"every": 5000}, "tick", {"a": 2}, {"attempts": 3, "remove_on_complete": True})
         sched.upsert("later", {"every": 60_000, "start_date": start, "end_date": start + HOUR, "limit": 3})
         sched.upsert("cron", {"pattern": "0 9 * * *", "tz": "Europe/Berlin"}, "daily")
+        sched.upsert("off", {"every": 60_000, "offset": 1500}, "o", None, {"priority": 2, "lifo": True})
+        sched.upsert("imm", {"pattern": "0 0 1 1 *", "immediately": True, "limit": 2})
         sched.upsert("gone", {"every": 1000, "start_date": start})
         sched.remove("gone")
         bullmq_peer.run(
@@ -187,6 +189,9 @@ def test_same_calls_leave_the_same_shape(bullmq_peer, connection, queue_name):
             f"await q.upsertJobScheduler('later', {{every: 60000, startDate: {start}, endDate: {start + HOUR},"
             "  limit: 3});"
             "await q.upsertJobScheduler('cron', {pattern: '0 9 * * *', tz: 'Europe/Berlin'}, {name: 'daily'});"
+            "await q.upsertJobScheduler('off', {every: 60000, offset: 1500}, {name: 'o',"
+            "  opts: {priority: 2, lifo: true}});"
+            "await q.upsertJobScheduler('imm', {pattern: '0 0 1 1 *', immediately: true, limit: 2});"
             f"await q.upsertJobScheduler('gone', {{every: 1000, startDate: {start}}});"
             "await q.removeJobScheduler('gone'); await q.close();"
         )
