@@ -9,8 +9,7 @@ priority applies at promotion), a priority -> addPrioritizedJob, otherwise addSt
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from .errors import raise_for_code
 from .keys import QueueKeys
@@ -18,10 +17,10 @@ from .options import dumps_json, encode_job_options, validate_job_name
 from .scripts import LuaScript, script
 
 _PARENT_FLAGS = ("fpof", "rdof", "idof", "cpof")
+_PLAIN_OPTS = '{"attempts":0}'  # the stored opts of a job added without options
 
 
-@dataclass(frozen=True)
-class AddCall:
+class AddCall(NamedTuple):
     """One prepared add: the script, its KEYS and ARGV, and what the Job object needs."""
 
     script: LuaScript
@@ -53,10 +52,9 @@ class AddPlanner:
         self.keys = keys
         self.defaults = dict(default_job_options or {})
         encode_job_options(self.defaults)  # fail at construction on bad defaults
-        self._keys_by_script = {
-            name: _script_keys(keys, name)
-            for name in ("addStandardJob", "addDelayedJob", "addPrioritizedJob", "addParentJob")
-        }
+        names = ("addStandardJob", "addDelayedJob", "addPrioritizedJob", "addParentJob")
+        self._keys_by_script = {name: _script_keys(keys, name) for name in names}
+        self._scripts = {name: script(name) for name in names}
 
     def prepare(self, name: Any, data: Any, opts: Mapping[str, Any], *,
                 waiting_children: bool = False, generated_id: str = "") -> AddCall:
@@ -65,9 +63,8 @@ class AddPlanner:
         validate_job_name(name)
         data_json = dumps_json({} if data is None else data, "data")
         merged = {**self.defaults, **opts} if self.defaults else opts
-        encoded = encode_job_options(merged)
         # BullMQ's Job constructor always stores attempts (0 unless given), first.
-        stored: dict[str, Any] = {"attempts": 0, **encoded}
+        stored: dict[str, Any] = {"attempts": 0, **encode_job_options(merged)} if merged else {"attempts": 0}
         repeat_job_key = stored.pop("repeatJobKey", "")
         timestamp = int(stored["timestamp"]) if "timestamp" in stored else int(time.time() * 1000)
         parent_key = parent_deps = parent_json = ""
@@ -90,10 +87,10 @@ class AddPlanner:
         else:
             script_name = "addStandardJob"
         custom_id = stored.get("jobId", generated_id)
-        opts_json = dumps_json(stored, "opts")
+        opts_json = dumps_json(stored, "opts") if len(stored) > 1 else _PLAIN_OPTS
         args = [self.keys.job_prefix, custom_id, name, str(timestamp), parent_key, parent_deps,
                 parent_json, repeat_job_key, dedup_key, data_json, opts_json]
-        return AddCall(script(script_name), self._keys_by_script[script_name], args, name,
+        return AddCall(self._scripts[script_name], self._keys_by_script[script_name], args, name,
                        {} if data is None else data, stored, timestamp, custom_id)
 
 

@@ -60,8 +60,8 @@ class Job:
         self.id = job_id
         self.name = name
         self.data = data
-        self.raw_opts: dict[str, Any] = dict(opts or {})
-        self.opts: dict[str, Any] = decode_job_options(self.raw_opts)
+        self.raw_opts: dict[str, Any] = dict(opts) if opts else {}
+        self._opts: dict[str, Any] | None = None
         self.timestamp = timestamp
         self.delay = int(self.raw_opts.get("delay") or 0)
         self.priority = int(self.raw_opts.get("priority") or 0)
@@ -133,6 +133,13 @@ class Job:
         fresh = type(self).from_hash(self.connection, self.keys, self.id, fields)
         self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("connection", "keys")})
         return self
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        """The options in Python's snake_case (decoded on first use: bulk adds never pay for it)."""
+        if self._opts is None:
+            self._opts = decode_job_options(self.raw_opts)
+        return self._opts
 
     @property
     def scheduler_id(self) -> str | None:

@@ -236,10 +236,13 @@ def encode_job_options(opts: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps_json(value: Any, field: str) -> str:
     """Compact JSON for a job's name/data/progress; NaN and non-JSON objects are refused."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidJobOptionsError(f"job {field} {value!r:.200}: not JSON-serialisable ({exc})") from None
 

@@ -17,11 +17,8 @@ from .enqueue import AddCall, AddPlanner, check_add_result
 from .errors import InvalidInputError
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
 from .keys import DEFAULT_PREFIX, QueueKeys
+from .pipelining import run_calls
 from . import queue_admin
-
-#: Jobs sent per pipeline round trip by ``add_bulk``.
-BULK_CHUNK = 2000
-
 
 class Queue:
     """Add jobs to a queue and manage them.
@@ -68,23 +65,21 @@ class Queue:
         returns a Job carrying the existing id (the stream says ``duplicated``/``deduplicated``).
         """
         call = self._planner.prepare(name, data, opts)
-        result = call.script(self.client, call.keys, call.args)
-        return self._job_for(call, check_add_result(result, call))
+        [reply] = run_calls(self.client, [(call.script, call.keys, call.args)])
+        if isinstance(reply, Exception):
+            raise reply
+        return self._job_for(call, check_add_result(reply, call))
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[Job]:
-        """Add many jobs in pipelined round trips. Each item is ``{"name", "data", "opts"}`` or a
+        """Add many jobs, streamed over one connection (not atomic, as BullMQ's addBulk). Each item is ``{"name", "data", "opts"}`` or a
         ``(name, data[, opts])`` tuple. Every job is validated before the first is sent.
         """
         calls = [self._planner.prepare(*_bulk_item(item)) for item in jobs]
-        out: list[Job] = []
-        for start in range(0, len(calls), BULK_CHUNK):
-            chunk = calls[start : start + BULK_CHUNK]
-            pipe = self.client.pipeline(transaction=False)
-            for call in chunk:
-                call.script(pipe, call.keys, call.args)
-            results = pipe.execute(raise_on_error=True)
-            out.extend(self._job_for(call, check_add_result(r, call)) for call, r in zip(chunk, results))
-        return out
+        replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls])
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return [self._job_for(call, check_add_result(reply, call)) for call, reply in zip(calls, replies)]
 
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.
@@ -190,6 +185,8 @@ class Queue:
 
 
 def _bulk_item(item: Mapping[str, Any] | Sequence[Any]) -> tuple[Any, Any, Mapping[str, Any]]:
+    if type(item) is tuple and len(item) == 2:  # the common bulk shape, checked cheaply
+        return item[0], item[1], {}
     if isinstance(item, Mapping):
         unknown = set(item) - {"name", "data", "opts", "children", "queue"}
         if unknown or "name" not in item:
