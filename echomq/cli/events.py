@@ -1,0 +1,80 @@
+"""``echomq events tail``: print a queue's events as they arrive (until Ctrl-C or ``--limit``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from typing import Any, TextIO
+
+import redis
+
+from ..events import EventType, GapNotice
+from ..queue_events import QueueEvents
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+def format_event(event_type: Any, data: dict[str, Any]) -> str:
+    """One line per event: id, type, job, then the remaining fields as JSON values."""
+    if isinstance(event_type, GapNotice):
+        return (f"!! gap in {event_type.queue_name!r}: entries after {event_type.from_id} and before "
+                f"{event_type.to_id} were trimmed (about {event_type.approx_lost} lost)")
+    name = event_type.value if isinstance(event_type, EventType) else f"{event_type} (custom)"
+    rest = {k: v for k, v in data.items() if k not in ("event_id", "jobId")}
+    job = f" job={data['jobId']}" if "jobId" in data else ""
+    fields = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in rest.items())
+    line = f"{data.get('event_id', '-'):>17}  {name:<17}{job}{'  ' + fields if fields else ''}"
+    return line.rstrip()
+
+
+class EventPrinter:
+    """The printing subscriber; counts what it printed so ``--limit`` can stop the tail."""
+
+    def __init__(self, out: TextIO, limit: int | None = None) -> None:
+        self.out = out
+        self.limit = limit
+        self.printed = 0
+        self.enough = threading.Event()
+
+    def __call__(self, event_type: Any, data: dict[str, Any]) -> None:
+        self.out.write(format_event(event_type, data) + "\n")
+        self.out.flush()
+        if not isinstance(event_type, GapNotice):
+            self.printed += 1
+            if self.limit is not None and self.printed >= self.limit:
+                self.enough.set()
+
+
+def tail(args: argparse.Namespace) -> int:
+    client = redis.Redis.from_url(args.redis)
+    printer = EventPrinter(sys.stdout, args.limit)
+    events = QueueEvents(client, args.queue, prefix=args.prefix, last_event_id=args.from_id)
+    events.subscribe(printer)
+    try:
+        with events:
+            while not printer.enough.wait(0.5):
+                pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        events.close(timeout=2)
+        client.close()
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("events", help="read a queue's events stream")
+    commands = parser.add_subparsers(dest="events_command", metavar="SUBCOMMAND")
+    tail_parser = commands.add_parser("tail", help="print events as they arrive")
+    tail_parser.add_argument("--queue", required=True, help="queue name (without braces)")
+    tail_parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
+                             help="Redis URL (default: $REDIS_URL or %(default)s)")
+    tail_parser.add_argument("--prefix", default="emq", help="key prefix (default: %(default)s)")
+    tail_parser.add_argument("--from", dest="from_id", default="$",
+                             help="'$' (new events only, the default), '0' (replay) or an entry id")
+    tail_parser.add_argument("--limit", type=int, default=None, help="exit after this many events")
+    tail_parser.set_defaults(handler=tail)
+    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])

@@ -1,0 +1,182 @@
+"""The events stream contract: event types, wire names, field decoding and the gap notice.
+
+Every transition script XADDs one entry onto ``<prefix>:{<queue>}:events`` whose first field is
+``event`` (protocol-bullmq5.md §4.1). Values on the wire are strings; this module turns an
+entry into ``(event_type, event_data)`` the way users want to consume it:
+
+- ``event_type`` is an :class:`EventType` for the 17 protocol events, or the plain wire string
+  for anything else (BullMQ 5's ``debounced``, a custom event): unknown names are never dropped.
+- ``event_data`` holds the other fields, with ``completed.returnvalue`` and ``progress.data``
+  decoded from JSON, ``delayed.delay`` (the absolute due time in ms),
+  ``retries_exhausted.attemptsMade`` and ``cleaned.count`` as ``int``; a malformed value stays
+  the raw string, so a bad producer never stops the reader. ``event_id`` is the entry id.
+
+A :class:`GapNotice` is not an event: it reports entries trimmed before we could read them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable, Mapping, Union
+
+
+class EventType(str, Enum):
+    """The 17 events BullMQ 6.7 writes, valued with Python names (``-`` becomes ``_``).
+
+    The value is what ``Handler`` dispatches on (``on_<value>``); :attr:`wire_name` is what the
+    scripts write.
+    """
+
+    ADDED = "added"
+    WAITING = "waiting"
+    ACTIVE = "active"
+    PROGRESS = "progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DELAYED = "delayed"
+    STALLED = "stalled"
+    REMOVED = "removed"
+    DRAINED = "drained"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    DUPLICATED = "duplicated"
+    DEDUPLICATED = "deduplicated"
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    WAITING_CHILDREN = "waiting_children"
+    CLEANED = "cleaned"
+
+    @property
+    def wire_name(self) -> str:
+        """The ``event`` field as the scripts write it (``retries-exhausted``)."""
+        return _WIRE_BY_TYPE[self]
+
+    # A str Enum prints as ``EventType.ADDED`` by default on 3.11+; users format these into
+    # log lines and handler names, where the plain value is what they mean.
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+_WIRE_BY_TYPE: dict[EventType, str] = {t: t.value.replace("_", "-") for t in EventType}
+_TYPE_BY_WIRE: dict[str, EventType] = {wire: t for t, wire in _WIRE_BY_TYPE.items()}
+
+#: What a subscriber sees as ``event_type``: a known type, or the wire name as it came.
+EventName = Union[EventType, str]
+
+#: Fields decoded from JSON text, per event (§4.1: ``returnvalue`` and ``data`` are JSON).
+JSON_FIELDS: dict[EventType, frozenset[str]] = {
+    EventType.COMPLETED: frozenset({"returnvalue"}),
+    EventType.PROGRESS: frozenset({"data"}),
+}
+
+#: Fields decoded as integers, per event. ``delayed.delay`` is an absolute timestamp in ms.
+INT_FIELDS: dict[EventType, frozenset[str]] = {
+    EventType.DELAYED: frozenset({"delay"}),
+    EventType.RETRIES_EXHAUSTED: frozenset({"attemptsMade"}),
+    EventType.CLEANED: frozenset({"count"}),
+}
+
+_NO_FIELDS: frozenset[str] = frozenset()
+
+
+def parse_event_type(wire_name: str | bytes) -> EventName:
+    """Map a wire name onto its :class:`EventType`; anything else comes back as the plain str."""
+    if isinstance(wire_name, bytes):
+        wire_name = wire_name.decode("utf-8", errors="replace")
+    return _TYPE_BY_WIRE.get(wire_name, wire_name)
+
+
+def _to_int(raw: str) -> int | str:
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            number = float(raw)
+        except ValueError:
+            return raw
+        return int(number) if number.is_integer() else raw
+
+
+def _from_json(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def decode_fields(event_type: EventName, fields: Mapping[str, str]) -> dict[str, Any]:
+    """Decode one entry's fields (without ``event``) for ``event_type``; never raises."""
+    data = dict(fields)
+    if not isinstance(event_type, EventType):
+        return data
+    for name in JSON_FIELDS.get(event_type, _NO_FIELDS):
+        if name in data:
+            data[name] = _from_json(data[name])
+    for name in INT_FIELDS.get(event_type, _NO_FIELDS):
+        if name in data:
+            data[name] = _to_int(data[name])
+    return data
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if type(value) is bytes else str(value)
+
+
+def decode_entry(entry_id: str | bytes, fields: Any) -> tuple[EventName, dict[str, Any]]:
+    """One stream entry (flat ``[k, v, ...]`` list or dict, bytes or str) as ``(type, data)``.
+
+    An entry without ``event`` (written by something that is not a protocol producer) comes
+    through with the empty string as its type rather than being dropped.
+    """
+    if isinstance(fields, Mapping):
+        pairs: Iterable[tuple[Any, Any]] = fields.items()
+    else:
+        it = iter(fields)
+        pairs = zip(it, it)
+    raw: dict[str, str] = {}
+    for key, value in pairs:
+        raw[_text(key)] = _text(value)
+    wire = raw.pop("event", "")
+    event_type = _TYPE_BY_WIRE.get(wire, wire)
+    data = decode_fields(event_type, raw)
+    data["event_id"] = _text(entry_id)
+    return event_type, data
+
+
+def encode_event(event_type: EventName, fields: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The XADD field mapping for an event: ``event`` first, then ``fields`` in their order.
+
+    Values are written as the scripts write them: JSON fields must already be JSON text.
+    """
+    wire = event_type.wire_name if isinstance(event_type, EventType) else str(event_type)
+    out = {"event": wire}
+    for key, value in (fields or {}).items():
+        if key == "event":
+            raise ValueError("field 'event' is reserved for the event name")
+        out[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+@dataclass(frozen=True)
+class GapNotice:
+    """Entries after ``from_id`` and before ``to_id`` were trimmed before this reader saw them.
+
+    Not an event: subscribers get it instead of an ``event_type`` (see QueueEvents), and it is
+    never a ``str``, so it cannot be confused with an event name. ``approx_lost`` is estimated
+    from XINFO STREAM (entries added minus length, minus what lay at or before our cursor);
+    when the reader's position in the stream's history is unknown (it started from an explicit
+    id) it is an upper bound, and ``None`` when the server does not report the counters.
+    """
+
+    queue_name: str
+    from_id: str
+    to_id: str
+    approx_lost: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"queue_name": self.queue_name, "from_id": self.from_id, "to_id": self.to_id,
+                "approx_lost": self.approx_lost}

@@ -1,0 +1,497 @@
+"""QueueEvents: a thread that reads ``<prefix>:{<queue>}:events`` and hands each event on.
+
+The reader blocks on ``XREAD COUNT <n> BLOCK <ms> STREAMS <events> <cursor>`` over its own
+dedicated connection, so the host's client is never held by a long block. It differs from
+BullMQ's consumer (protocol-bullmq5.md §4.3) where BullMQ loses or hides events:
+
+- ``"$"`` is resolved to a concrete id (XINFO STREAM ``last-generated-id``) before ``start()``
+  returns, so an event written between two reads is never missed;
+- reads are batched with a bounded COUNT; the cursor advances entry by entry, and after a lost
+  connection the reader reconnects (capped exponential backoff with jitter) and resumes from it;
+- each read is pipelined behind an XINFO STREAM: when ``max-deleted-entry-id`` is past our
+  cursor, producers trimmed entries we never saw, and subscribers get a :class:`GapNotice`;
+- ``close()`` unblocks the read with CLIENT UNBLOCK from a second connection (falling back to
+  shutting the socket), so it returns in milliseconds instead of after the block.
+
+The host owns the thread: nothing starts at import or construction.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import socket
+import threading
+from typing import Any, Callable, Protocol, Union
+
+import redis
+
+from .connection import (
+    BLOCK_SOCKET_MARGIN_S,
+    Backoff,
+    Connection,
+    PidGuard,
+    dedicated_client,
+    resolve_connection,
+    to_str,
+)
+from .errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
+from .events import EventName, GapNotice, decode_entry
+from .keys import QueueKeys
+
+logger = logging.getLogger(__name__)
+
+#: The tag of the tuple a ``put()`` subscriber receives for each event.
+EVENT_TAG = "echomq_event"
+#: The tag of the tuple a ``put()`` subscriber receives for a trimmed gap.
+GAP_TAG = "echomq_gap"
+
+DEFAULT_COUNT = 1000
+_STREAM_ID = re.compile(r"^\d+(-\d+)?$")
+_CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+class _Putter(Protocol):
+    def put(self, item: Any) -> Any: ...
+
+
+Subscriber = Union[Callable[[Any, dict[str, Any]], Any], _Putter]
+
+
+class Handler:
+    """Subclass and define ``on_<event_type>(event_data)`` methods (``on_completed``, ...).
+
+    Custom event names are dispatched the same way with ``-`` read as ``_``
+    (``custom-thing`` -> ``on_custom_thing``). Override :meth:`handle_event` to take
+    everything, and :meth:`handle_gap` to react to trimmed entries.
+    """
+
+    def handle_event(self, event_type: EventName, event_data: dict[str, Any]) -> None:
+        method = getattr(self, "on_" + str(event_type).replace("-", "_"), None)
+        if method is not None:
+            method(event_data)
+
+    def handle_gap(self, notice: GapNotice) -> None:
+        logger.warning("events of queue %r were trimmed before they were read: %s",
+                       notice.queue_name, notice)
+
+
+def _parse_id(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _pairs(reply: Any) -> dict[str, Any]:
+    """An XINFO STREAM reply (flat list in RESP2, map in RESP3) as a dict with str keys."""
+    if isinstance(reply, dict):
+        return {to_str(k): v for k, v in reply.items()}
+    items = list(reply)
+    return {to_str(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
+
+
+class QueueEvents:
+    """Consume a queue's events stream and deliver each event to subscribers and a Handler.
+
+    ``last_event_id``: ``"$"`` (only events written after ``start()``/``run()``), ``"0"`` (the
+    whole stream as it is now, without a gap notice for what was trimmed before), or an entry
+    id to resume after (e.g. :attr:`last_event_id` saved from a previous run).
+    Delivery order per event: the ``handler``, then subscribers in subscription order. Treat
+    ``event_data`` as read-only: the same dict goes to every subscriber.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        queue_name: str,
+        *,
+        prefix: str = "emq",
+        last_event_id: str = "$",
+        block_ms: int = 5000,
+        handler: Handler | None = None,
+        count: int = DEFAULT_COUNT,
+    ) -> None:
+        self._keys = QueueKeys(queue_name, prefix)
+        if not isinstance(last_event_id, str) or not (last_event_id == "$" or _STREAM_ID.match(last_event_id)):
+            raise InvalidInputError(
+                f"last_event_id {last_event_id!r} must be '$', '0' or a stream id like '1700000000000-0'"
+            )
+        if isinstance(block_ms, bool) or not isinstance(block_ms, int) or block_ms <= 0:
+            raise InvalidInputError(f"block_ms {block_ms!r} must be a positive int (milliseconds)")
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            raise InvalidInputError(f"count {count!r} must be a positive int")
+        if handler is not None and not callable(getattr(handler, "handle_event", None)):
+            raise InvalidInputError(f"handler {handler!r} must have a handle_event(event_type, event_data) method")
+        self._host = resolve_connection(connection)
+        self.queue_name = queue_name
+        self.events_key = self._keys.events
+        self.block_ms = block_ms
+        self.count = count
+        self._handler = handler
+        self._initial_id = last_event_id
+        # The cursor: the id of the last entry delivered (or the resolved start).
+        self._cursor: str | None = None if last_event_id == "$" else last_event_id
+        # How many entries the stream had ever received up to the cursor, when known: the
+        # anchor for estimating how many a trimmed gap lost.
+        self._cursor_index: int | None = 0 if last_event_id in ("0", "0-0") else None
+        self._replay_from_start = last_event_id in ("0", "0-0")
+        self._gap_reported_upto: tuple[int, int] = (0, 0)
+
+        self._subscribers: tuple[tuple[Any, Callable[[Any, dict[str, Any]], None], Callable[[GapNotice], None]], ...] = ()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._running = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._guard = PidGuard()
+        self._backoff = Backoff()
+
+        self._client: redis.Redis | None = None
+        self._control: redis.Redis | None = None
+        self._conn: Any = None
+        self._client_id: int | None = None
+        self._conn_lock = threading.Lock()
+
+    # -- subscribers ------------------------------------------------------------------------
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Add a callable ``fn(event_type, event_data)`` or an object with ``put()``.
+
+        A ``put()`` subscriber (a ``queue.Queue``) receives ``("echomq_event", event_type,
+        event_data)``, and ``("echomq_gap", notice, notice.as_dict())`` for a trimmed gap. A
+        callable gets ``fn(notice, notice.as_dict())`` for a gap: ``notice`` is a
+        :class:`GapNotice`, never a ``str``. Safe from any thread, also while running.
+        """
+        self._guard.check("QueueEvents")
+        put = getattr(subscriber, "put", None)
+        if callable(put):
+            def on_event(event_type: Any, data: dict[str, Any], _put: Callable[[Any], Any] = put) -> None:
+                _put((EVENT_TAG, event_type, data))
+
+            def on_gap(notice: GapNotice, _put: Callable[[Any], Any] = put) -> None:
+                _put((GAP_TAG, notice, notice.as_dict()))
+        elif callable(subscriber):
+            on_event = subscriber
+
+            def on_gap(notice: GapNotice, _fn: Callable[..., Any] = subscriber) -> None:
+                _fn(notice, notice.as_dict())
+        else:
+            raise InvalidInputError(
+                f"subscriber {subscriber!r} must be callable(event_type, event_data) or have a put() method"
+            )
+        with self._lock:
+            self._subscribers = self._subscribers + ((subscriber, on_event, on_gap),)
+
+    def unsubscribe(self, subscriber: Subscriber) -> bool:
+        """Remove ``subscriber`` (its first subscription); False if it was not subscribed."""
+        with self._lock:
+            entries = list(self._subscribers)
+            for index, entry in enumerate(entries):
+                if entry[0] is subscriber or entry[0] == subscriber:
+                    del entries[index]
+                    self._subscribers = tuple(entries)
+                    return True
+        return False
+
+    @property
+    def last_event_id(self) -> str | None:
+        """The id of the last entry delivered (or the resolved start): save it to resume later."""
+        return self._cursor
+
+    @property
+    def running(self) -> bool:
+        return self._running and not self._done.is_set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> "QueueEvents":
+        """Start the reader thread. ``"$"`` is resolved before this returns (when Redis answers)."""
+        self._begin()
+        self._thread = threading.Thread(target=self._loop, name=f"echomq-events-{self.queue_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def run(self) -> None:
+        """Read in the caller's thread until :meth:`close` is called from another thread."""
+        self._begin()
+        self._loop()
+
+    def _begin(self) -> None:
+        self._guard.check("QueueEvents")
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
+            if self._running:
+                raise InvalidInputError(f"QueueEvents for queue {self.queue_name!r} is already running")
+            self._running = True
+        self._guard.claim()
+        self._ensure_clients()
+        try:
+            self._connect()
+        except _CONNECTION_ERRORS as exc:
+            # No producer can write while Redis is unreachable, so resolving "$" on the first
+            # successful connection loses nothing; the loop retries with backoff.
+            logger.warning("QueueEvents %r: Redis unreachable at start (%s); retrying in the background",
+                           self.queue_name, exc)
+            self._drop_connection()
+
+    def _ensure_clients(self) -> None:
+        """The dedicated reading client (socket timeout = block + margin, named like BullMQ's
+        ``<prefix>:<base64(queue)>:qe``) and a short-timeout control client for CLIENT UNBLOCK."""
+        if self._client is None:
+            self._client = dedicated_client(
+                self._host,
+                socket_timeout=self.block_ms / 1000 + BLOCK_SOCKET_MARGIN_S,
+                client_name=f"{self._keys.prefix}:{base64.b64encode(self.queue_name.encode()).decode()}:qe",
+            )
+            self._control = dedicated_client(self._host, socket_timeout=2.0)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop reading and join the reader; interrupts a BLOCK in progress. Idempotent."""
+        try:
+            self._guard.check("QueueEvents")
+        except ForkedProcessError:
+            # The reader and its sockets belong to the parent: touching them would unblock or
+            # corrupt the parent's connection. Forget them here.
+            self._closed = True
+            self._stop.set()
+            return
+        self._stop.set()
+        with self._lock:
+            self._closed = True
+            was_running = self._running
+        if was_running and threading.current_thread() is not self._thread:
+            self._wait_stopped(timeout)
+        if self._done.is_set() or not was_running:
+            self._release()
+
+    def __enter__(self) -> "QueueEvents":
+        if not self._running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _wait_stopped(self, timeout: float | None) -> None:
+        """Unblock the reader until it notices the stop flag, within ``timeout``."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._done.is_set():
+            unblocked = self._interrupt()
+            wait = 0.05 if unblocked else 0.005
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            if self._done.wait(wait):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                logger.warning("QueueEvents %r: reader did not stop within %.3fs", self.queue_name, timeout)
+                return
+        if self._thread is not None:
+            self._thread.join(0 if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def _interrupt(self) -> bool:
+        """Unblock the reader's XREAD: CLIENT UNBLOCK, else shut its socket. True if it was blocked."""
+        client_id = self._client_id
+        if client_id is None or self._control is None:
+            return False
+        try:
+            return bool(self._control.execute_command("CLIENT", "UNBLOCK", client_id))
+        except redis.RedisError as exc:
+            logger.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
+        with self._conn_lock:
+            sock = getattr(self._conn, "_sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        return True
+
+    def _release(self) -> None:
+        self._drop_connection()
+        for client in (self._client, self._control):
+            if client is not None:
+                try:
+                    client.close()
+                    client.connection_pool.disconnect()
+                except redis.RedisError:
+                    pass
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.run_once()
+                except _CONNECTION_ERRORS as exc:
+                    if self._stop.is_set():
+                        break
+                    self._drop_connection()
+                    delay = self._backoff.next_delay()
+                    logger.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
+                                   self.queue_name, exc, delay)
+                    self._stop.wait(delay)
+                except Exception:
+                    if self._stop.is_set():
+                        break
+                    delay = self._backoff.next_delay()
+                    logger.exception("QueueEvents %r: read failed; retrying in %.2fs", self.queue_name, delay)
+                    self._stop.wait(delay)
+        finally:
+            self._drop_connection()
+            self._done.set()
+
+    def run_once(self) -> int:
+        """One read (blocking up to ``block_ms``) and the delivery of its entries; returns how many.
+
+        Tests and hosts with their own loop step the reader with this (without ``start()``, the
+        first call resolves ``"$"``); connection errors propagate to the caller (the loop turns
+        them into a reconnect with backoff).
+        """
+        if self._closed:
+            raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
+        if self._conn is None:
+            self._guard.check("QueueEvents")
+            self._guard.claim()
+            self._ensure_clients()
+            self._connect()
+        info, entries = self._read()
+        if info is not None:
+            self._check_gap(info, entries)
+        delivered = self._deliver(entries)
+        self._backoff.reset()
+        return delivered
+
+    def _connect(self) -> None:
+        assert self._client is not None
+        conn = self._client.connection_pool.get_connection()
+        try:
+            conn.send_command("CLIENT", "ID")
+            client_id = int(conn.read_response())
+            if self._cursor is None:
+                self._cursor, self._cursor_index = self._resolve_tail(conn)
+        except BaseException:
+            self._client.connection_pool.release(conn)
+            conn.disconnect()
+            raise
+        with self._conn_lock:
+            self._conn = conn
+            self._client_id = client_id
+
+    def _resolve_tail(self, conn: Any) -> tuple[str, int | None]:
+        """``"$"`` as a concrete id: the stream's last generated id (``0-0`` if it does not exist)."""
+        conn.send_command("XINFO", "STREAM", self.events_key)
+        try:
+            info = _pairs(conn.read_response())
+        except redis.ResponseError:
+            return "0-0", 0
+        added = info.get("entries-added")
+        return to_str(info["last-generated-id"]), None if added is None else int(added)
+
+    def _drop_connection(self) -> None:
+        with self._conn_lock:
+            conn, self._conn, self._client_id = self._conn, None, None
+        if conn is not None:
+            conn.disconnect()
+            if self._client is not None:
+                self._client.connection_pool.release(conn)
+
+    def _read(self) -> tuple[dict[str, Any] | None, list[Any]]:
+        """XINFO STREAM then XREAD, pipelined: one round trip, and the XINFO describes the
+        stream as it was just before the read (what the gap check needs)."""
+        conn = self._conn
+        assert self._cursor is not None
+        conn.send_packed_command(conn.pack_commands([
+            ("XINFO", "STREAM", self.events_key),
+            ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, self._cursor),
+        ]))
+        try:
+            info: dict[str, Any] | None = _pairs(conn.read_response())
+        except redis.ResponseError:
+            info = None  # no stream yet
+        reply = conn.read_response()
+        if not reply:
+            return info, []
+        if isinstance(reply, dict):
+            return info, next(iter(reply.values()))
+        return info, reply[0][1]
+
+    def _check_gap(self, info: dict[str, Any], entries: list[Any]) -> None:
+        """Deliver a GapNotice when entries after the cursor vanished before this read.
+
+        Trimming moves ``first-entry`` past the cursor and counts in ``entries-added - length``;
+        XDEL moves ``max-deleted-entry-id``. With the cursor's position in the stream's history
+        known (``$``/``0`` starts) the loss is exact up to interleaving writers; from an explicit
+        id it is an upper bound.
+        """
+        added, length = info.get("entries-added"), info.get("length")
+        if added is None or length is None or self._cursor is None:
+            return  # Redis < 7 does not report the counters
+        trimmed = int(added) - int(length)
+        if self._replay_from_start:
+            # "0" asks for whatever the stream holds now; what was trimmed before is not a gap.
+            self._replay_from_start = False
+            self._cursor_index = trimmed
+            return
+        cursor = _parse_id(self._cursor)
+        first = info.get("first-entry")
+        passed = _parse_id(to_str(first[0])) > cursor if first else _parse_id(
+            to_str(info.get("last-generated-id") or "0-0")) > cursor
+        deleted = _parse_id(to_str(info.get("max-deleted-entry-id") or "0-0"))
+        xdeleted = deleted > cursor and deleted > self._gap_reported_upto
+        if self._cursor_index is None:
+            lost = trimmed
+            gap = (passed and trimmed > 0) or xdeleted
+        else:
+            lost = int(added) - self._cursor_index - int(length)
+            gap = lost > 0 and (passed or xdeleted)
+        if not gap:
+            return
+        self._gap_reported_upto = max(deleted, self._gap_reported_upto)
+        self._cursor_index = trimmed
+        if entries:
+            to_id = to_str(entries[0][0])
+        else:
+            to_id = to_str(first[0]) if first else to_str(info.get("last-generated-id"))
+        notice = GapNotice(self.queue_name, self._cursor, to_id, max(lost, 0))
+        logger.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
+        self._deliver_gap(notice)
+
+    def _deliver(self, entries: list[Any]) -> int:
+        handler = self._handler
+        delivered = 0
+        for entry_id, fields in entries:
+            event_type, data = decode_entry(entry_id, fields)
+            self._cursor = data["event_id"]
+            if self._cursor_index is not None:
+                self._cursor_index += 1
+            delivered += 1
+            if handler is not None:
+                try:
+                    handler.handle_event(event_type, data)
+                except Exception:
+                    logger.exception("QueueEvents %r: handler failed on %s %s",
+                                     self.queue_name, event_type, data["event_id"])
+            for subscriber, on_event, _ in self._subscribers:
+                try:
+                    on_event(event_type, data)
+                except Exception:
+                    logger.exception("QueueEvents %r: subscriber %r failed on %s %s",
+                                     self.queue_name, subscriber, event_type, data["event_id"])
+            if self._stop.is_set():
+                break
+        return delivered
+
+    def _deliver_gap(self, notice: GapNotice) -> None:
+        handler = self._handler
+        if handler is not None and callable(getattr(handler, "handle_gap", None)):
+            try:
+                handler.handle_gap(notice)
+            except Exception:
+                logger.exception("QueueEvents %r: handler failed on %s", self.queue_name, notice)
+        for subscriber, _, on_gap in self._subscribers:
+            try:
+                on_gap(notice)
+            except Exception:
+                logger.exception("QueueEvents %r: subscriber %r failed on %s", self.queue_name, subscriber, notice)

@@ -1,0 +1,135 @@
+"""The events contract without Redis: type names, wire names and field decoding."""
+
+from __future__ import annotations
+
+import pytest
+
+from echomq.events import EventType, GapNotice, decode_entry, encode_event, parse_event_type
+
+# Every event BullMQ 6.7 writes, as its scripts write it (protocol-bullmq5.md §4.1,
+# protocol-v6-differences.md §D), with the decoded event_data a subscriber must see.
+# (wire fields in written order, expected type, expected data without event_id)
+WIRE_TABLE: list[tuple[list[str], EventType, dict[str, object]]] = [
+    (["event", "added", "jobId", "1", "name", "send"], EventType.ADDED, {"jobId": "1", "name": "send"}),
+    (["event", "waiting", "jobId", "1"], EventType.WAITING, {"jobId": "1"}),
+    (["event", "waiting", "jobId", "1", "prev", "delayed"], EventType.WAITING, {"jobId": "1", "prev": "delayed"}),
+    (["event", "active", "jobId", "1", "prev", "waiting"], EventType.ACTIVE, {"jobId": "1", "prev": "waiting"}),
+    (["event", "progress", "jobId", "1", "data", '{"step":2,"of":3}'], EventType.PROGRESS,
+     {"jobId": "1", "data": {"step": 2, "of": 3}}),
+    (["event", "progress", "jobId", "1", "data", "42"], EventType.PROGRESS, {"jobId": "1", "data": 42}),
+    (["event", "completed", "jobId", "1", "returnvalue", '{"ok":true}', "prev", "active"], EventType.COMPLETED,
+     {"jobId": "1", "returnvalue": {"ok": True}, "prev": "active"}),
+    (["event", "completed", "jobId", "1", "returnvalue", "null", "prev", "active"], EventType.COMPLETED,
+     {"jobId": "1", "returnvalue": None, "prev": "active"}),
+    (["event", "failed", "jobId", "1", "failedReason", "boom", "prev", "active"], EventType.FAILED,
+     {"jobId": "1", "failedReason": "boom", "prev": "active"}),
+    (["event", "delayed", "jobId", "1", "delay", "1764400000000"], EventType.DELAYED,
+     {"jobId": "1", "delay": 1764400000000}),
+    (["event", "stalled", "jobId", "1"], EventType.STALLED, {"jobId": "1"}),
+    (["event", "removed", "jobId", "1", "prev", "wait"], EventType.REMOVED, {"jobId": "1", "prev": "wait"}),
+    (["event", "drained"], EventType.DRAINED, {}),
+    (["event", "paused"], EventType.PAUSED, {}),
+    (["event", "resumed"], EventType.RESUMED, {}),
+    (["event", "duplicated", "jobId", "1"], EventType.DUPLICATED, {"jobId": "1"}),
+    (["event", "deduplicated", "jobId", "1", "deduplicationId", "d", "deduplicatedJobId", "2"],
+     EventType.DEDUPLICATED, {"jobId": "1", "deduplicationId": "d", "deduplicatedJobId": "2"}),
+    (["event", "retries-exhausted", "jobId", "1", "attemptsMade", "3"], EventType.RETRIES_EXHAUSTED,
+     {"jobId": "1", "attemptsMade": 3}),
+    (["event", "waiting-children", "jobId", "1"], EventType.WAITING_CHILDREN, {"jobId": "1"}),
+    (["event", "waiting-children", "jobId", "1", "prev", "active"], EventType.WAITING_CHILDREN,
+     {"jobId": "1", "prev": "active"}),
+    (["event", "cleaned", "count", "0"], EventType.CLEANED, {"count": 0}),
+]
+
+
+def test_the_table_covers_all_17_event_types() -> None:
+    assert {row[1] for row in WIRE_TABLE} == set(EventType)
+    assert len(EventType) == 17
+
+
+@pytest.mark.parametrize("fields,expected_type,expected", WIRE_TABLE, ids=[" ".join(r[0][:2]) + f"-{i}" for i, r in enumerate(WIRE_TABLE)])
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+def test_decode_entry(fields: list[str], expected_type: EventType, expected: dict[str, object], as_bytes: bool) -> None:
+    raw = [f.encode() for f in fields] if as_bytes else fields
+    entry_id = b"1-0" if as_bytes else "1-0"
+    event_type, data = decode_entry(entry_id, raw)
+    assert event_type is expected_type
+    assert data == {**expected, "event_id": "1-0"}
+
+
+def test_decode_entry_accepts_a_dict_of_fields() -> None:
+    event_type, data = decode_entry("5-1", {b"event": b"cleaned", b"count": b"7"})
+    assert (event_type, data) == (EventType.CLEANED, {"count": 7, "event_id": "5-1"})
+
+
+@pytest.mark.parametrize(
+    "fields,expected",
+    [
+        (["event", "completed", "jobId", "1", "returnvalue", "{not json", "prev", "active"],
+         {"jobId": "1", "returnvalue": "{not json", "prev": "active"}),
+        (["event", "progress", "jobId", "1", "data", ""], {"jobId": "1", "data": ""}),
+        (["event", "delayed", "jobId", "1", "delay", "soon"], {"jobId": "1", "delay": "soon"}),
+        (["event", "delayed", "jobId", "1", "delay", "1764400000000.0"], {"jobId": "1", "delay": 1764400000000}),
+        (["event", "retries-exhausted", "jobId", "1", "attemptsMade", "x"], {"jobId": "1", "attemptsMade": "x"}),
+        (["event", "cleaned", "count", "1.5"], {"count": "1.5"}),
+    ],
+    ids=["bad-json", "empty-json", "bad-delay", "float-delay", "bad-attempts", "fractional-count"],
+)
+def test_malformed_values_stay_raw_strings(fields: list[str], expected: dict[str, object]) -> None:
+    _, data = decode_entry("1-0", fields)
+    assert data == {**expected, "event_id": "1-0"}
+
+
+def test_custom_and_unknown_events_pass_through_as_plain_strings() -> None:
+    event_type, data = decode_entry("1-0", ["event", "custom-thing", "foo", "bar", "n", "7", "count", "3"])
+    assert event_type == "custom-thing" and not isinstance(event_type, EventType)
+    assert data == {"foo": "bar", "n": "7", "count": "3", "event_id": "1-0"}  # no int decoding for custom fields
+    event_type, data = decode_entry("1-0", ["event", "debounced", "jobId", "1", "debounceId", "d"])
+    assert event_type == "debounced" and data["debounceId"] == "d"
+
+
+def test_entry_without_event_field_is_kept() -> None:
+    event_type, data = decode_entry("1-0", ["jobId", "1"])
+    assert event_type == "" and data == {"jobId": "1", "event_id": "1-0"}
+
+
+@pytest.mark.parametrize(
+    "wire,expected",
+    [("retries-exhausted", EventType.RETRIES_EXHAUSTED), ("waiting-children", EventType.WAITING_CHILDREN),
+     ("completed", EventType.COMPLETED), (b"drained", EventType.DRAINED)],
+)
+def test_parse_event_type_maps_wire_names(wire: str | bytes, expected: EventType) -> None:
+    assert parse_event_type(wire) is expected
+
+
+@pytest.mark.parametrize("wire", ["retries_exhausted", "debounced", "Completed", "custom-thing", ""])
+def test_parse_event_type_passes_other_names_through(wire: str) -> None:
+    parsed = parse_event_type(wire)
+    assert parsed == wire and type(parsed) is str
+
+
+def test_event_type_values_wire_names_and_formatting() -> None:
+    assert EventType.RETRIES_EXHAUSTED.value == "retries_exhausted"
+    assert EventType.RETRIES_EXHAUSTED.wire_name == "retries-exhausted"
+    assert EventType.WAITING_CHILDREN.wire_name == "waiting-children"
+    assert str(EventType.COMPLETED) == "completed" and f"on_{EventType.COMPLETED}" == "on_completed"
+    assert EventType.COMPLETED == "completed"  # a str Enum compares with its value
+    assert all(t.wire_name == t.value.replace("_", "-") for t in EventType)
+
+
+def test_encode_event_writes_event_first_and_json_for_non_strings() -> None:
+    fields = encode_event(EventType.COMPLETED, {"jobId": "1", "returnvalue": {"a": 1}, "prev": "active"})
+    assert list(fields) == ["event", "jobId", "returnvalue", "prev"]
+    assert fields["event"] == "completed" and fields["returnvalue"] == '{"a": 1}'
+    assert encode_event(EventType.RETRIES_EXHAUSTED, {"attemptsMade": 2}) == {
+        "event": "retries-exhausted", "attemptsMade": "2"}
+    assert encode_event("custom-thing") == {"event": "custom-thing"}
+    with pytest.raises(ValueError, match="event"):
+        encode_event(EventType.ADDED, {"event": "x"})
+
+
+def test_gap_notice_is_not_an_event() -> None:
+    notice = GapNotice("q", "1-0", "9-0", 7)
+    assert not isinstance(notice, str)
+    assert notice not in set(EventType)
+    assert notice.as_dict() == {"queue_name": "q", "from_id": "1-0", "to_id": "9-0", "approx_lost": 7}
