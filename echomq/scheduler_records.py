@@ -108,6 +108,16 @@ class SchedulerRecord:
         return decode_job_options(decoded) if isinstance(decoded, dict) else {"raw": decoded}
 
     @property
+    def template(self) -> dict[str, Any]:
+        """``{"data": ..., "opts": ...}`` with only the parts the hash has, as BullMQ reports it."""
+        out: dict[str, Any] = {}
+        if self.raw.get("data"):
+            out["data"] = self.template_data
+        if self.raw.get("opts"):
+            out["opts"] = self.template_opts
+        return out
+
+    @property
     def key(self) -> str:
         return self.id
 
@@ -159,11 +169,7 @@ class SchedulerRecord:
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
-        template: dict[str, Any] = {}
-        if self.template_data is not None:
-            template["data"] = self.template_data
-        if self.template_opts is not None:
-            template["opts"] = self.template_opts
+        template = self.template
         if template:
             out["template"] = template
         return out

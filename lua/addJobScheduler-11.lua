@@ -136,7 +136,10 @@ redis.call("INCR", q.id)
 jobOpts["jobId"] = jobId
 jobOpts["delay"] = delay
 local priority = tonumber(jobOpts["priority"]) or 0
+-- a template with deduplication marks each iteration with its id (deid), as BullMQ's storeJob does
+local dedup = jobOpts["de"]
+local dedupId = type(dedup) == "table" and dedup["id"] or nil
 storeJob(q.events, prefix .. jobId, jobId, sched["name"], templateData, cjson.encode(jobOpts), ARGV[7],
-  toIntString(delay), priority, schedulerId)
+  toIntString(delay), priority, schedulerId, dedupId)
 enqueueStoredJob(q, jobId, ARGV[7], delay, priority, jobOpts["lifo"], maxEvents)
 return {jobId, delay}

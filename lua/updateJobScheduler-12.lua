@@ -100,7 +100,10 @@ end
 jobOpts["jobId"] = jobId
 jobOpts["delay"] = delay
 local priority = tonumber(jobOpts["priority"]) or 0
+-- a template with deduplication marks each iteration with its id (deid), as BullMQ's storeJob does
+local dedup = jobOpts["de"]
+local dedupId = type(dedup) == "table" and dedup["id"] or nil
 storeJob(q.events, prefix .. jobId, jobId, attrs[1] or schedulerId, attrs[2] or "{}", cjson.encode(jobOpts),
-  ARGV[5], toIntString(delay), priority, schedulerId)
+  ARGV[5], toIntString(delay), priority, schedulerId, dedupId)
 enqueueStoredJob(q, jobId, ARGV[5], delay, priority, jobOpts["lifo"], maxEvents)
 return {jobId, delay}

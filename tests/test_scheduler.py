@@ -312,3 +312,11 @@ def test_reupsert_while_paused_replaces_the_waiting_iteration(connection, sched)
     second = sched.upsert("pz", {"every": 60_000}, "v2")
     assert second.job_id == first.job_id and connection.llen(k.wait) == 1
     assert connection.hget(k.job(second.job_id), "name") == b"v2"
+
+
+def test_deduplication_in_the_template_marks_iterations_like_bullmq(connection, sched):
+    it = sched.upsert("dd", {"every": 5000}, None, None, {"deduplication": {"id": "x"}})
+    job = hash_of(connection, sched.keys.job(it.job_id))
+    assert job["deid"] == "x" and json.loads(job["opts"])["de"] == {"id": "x"}
+    assert not connection.exists(sched.keys.deduplication("x"))  # BullMQ 6.7 sets no de: key here
+    assert sched.get("dd").template == {"opts": {"deduplication": {"id": "x"}}}
