@@ -9,7 +9,8 @@ priority applies at promotion), a priority -> addPrioritizedJob, otherwise addSt
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from .errors import raise_for_code
 from .keys import QueueKeys

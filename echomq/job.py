@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import redis
 
@@ -84,7 +85,7 @@ class Job:
     # -- reading ------------------------------------------------------------------------------
     @classmethod
     def from_hash(cls, connection: redis.Redis, keys: QueueKeys, job_id: Any,
-                  raw: Mapping[Any, Any] | list[Any]) -> "Job":
+                  raw: Mapping[Any, Any] | list[Any]) -> Job:
         """Build a Job from an HGETALL reply (bytes or str, dict or flat list)."""
         fields = decode_hash(raw)
         try:
@@ -120,12 +121,12 @@ class Job:
         self.deferred_failure = fields.get("defa")
 
     @classmethod
-    def fetch(cls, connection: redis.Redis, keys: QueueKeys, job_id: str) -> "Job | None":
+    def fetch(cls, connection: redis.Redis, keys: QueueKeys, job_id: str) -> Job | None:
         """The stored job, or None when its hash does not exist."""
         raw = connection.hgetall(keys.job(job_id))
         return cls.from_hash(connection, keys, job_id, raw) if raw else None
 
-    def reload(self) -> "Job":
+    def reload(self) -> Job:
         raw = self.connection.hgetall(self.keys.job(self.id))
         if not raw:
             raise JobNotFoundError(f"reload: job {self.id!r} does not exist")
@@ -247,4 +248,4 @@ def change_delay(client: redis.Redis, keys: QueueKeys, job_id: str, delay_ms: in
         raise_for_code(code, "change_delay", job_id=job_id, state="delayed")
 
 
-__all__ = ["Job", "STATES", "get_job_state"]
+__all__ = ["STATES", "Job", "get_job_state"]

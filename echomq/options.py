@@ -10,10 +10,12 @@ before any script runs, so a rejected add writes nothing.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import InvalidJobOptionsError
 
@@ -197,7 +199,7 @@ _SIMPLE: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "repeat_job_key": ("repeatJobKey", lambda v: _str("repeat_job_key", v)),
     "prev_millis": ("prevMillis", lambda v: _int("prev_millis", v)),
     "repeat": ("repeat", _repeat),
-    **{name: (short, (lambda n: lambda v: _bool(n, v))(name)) for name, short in _BOOL_SHORT.items()},
+    **{name: (short, functools.partial(_bool, name)) for name, short in _BOOL_SHORT.items()},
 }
 KNOWN_OPTIONS: tuple[str, ...] = (*_SIMPLE, "telemetry")
 

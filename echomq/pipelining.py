@@ -13,7 +13,8 @@ was flushed) means that call did not run: the script is loaded and those calls a
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import redis
 from redis.exceptions import NoScriptError, ResponseError
@@ -23,7 +24,7 @@ from .scripts import LuaScript
 try:  # hiredis packs a whole command in C; redis-py's wrapper re-checks every argument in Python
     from hiredis import pack_command as _pack_command
 except ImportError:  # pragma: no cover - hiredis is optional
-    _pack_command = None
+    _pack_command = None  # type: ignore[assignment]
 
 #: Calls per window; two windows are in flight at a time.
 WINDOW = 256

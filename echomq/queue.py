@@ -8,17 +8,19 @@ holds no thread and no blocking connection; it is safe to share between threads.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import redis
 
+from . import queue_admin
 from .connection import Connection, resolve_connection, to_str
 from .enqueue import AddCall, AddPlanner, check_add_result
 from .errors import InvalidInputError
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
 from .keys import DEFAULT_PREFIX, QueueKeys
 from .pipelining import run_calls
-from . import queue_admin
+
 
 class Queue:
     """Add jobs to a queue and manage them.
@@ -46,7 +48,7 @@ class Queue:
         if self._owns_client:
             self.client.close()
 
-    def __enter__(self) -> "Queue":
+    def __enter__(self) -> Queue:  # noqa: PYI034 (Self needs Python 3.11)
         return self
 
     def __exit__(self, *exc: object) -> None:

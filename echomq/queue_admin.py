@@ -7,7 +7,8 @@ delegates here. Every function takes a client and the queue's keys.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import redis
 
@@ -61,6 +62,7 @@ def get_jobs(client: redis.Redis, keys: QueueKeys, states: str | Sequence[str], 
     for name in names:
         suffix, kind = _state(name)
         key = keys.key(suffix)
+        found: list[Any]
         if kind == "list":
             # Lists grow at the left (LPUSH), so index 0 is the newest.
             if asc:

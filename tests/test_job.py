@@ -170,7 +170,7 @@ def test_remove_refuses_a_schedulers_pending_iteration(connection: redis.Redis, 
 def test_removing_a_flows_last_child_releases_the_parent(connection: redis.Redis, queue_name: str) -> None:
     queue = Queue(connection, queue_name)
     parent = queue.add_flow({"name": "p"}, [{"name": "c"}])
-    child = [j for j in queue.get_jobs("waiting")][0]
+    [child] = queue.get_jobs("waiting")
     child.remove()
     assert parent.get_state() == "waiting"
     assert read_events(connection, queue_name)[-2:] == [

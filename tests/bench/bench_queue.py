@@ -24,8 +24,8 @@ import redis
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from echomq.keys import QueueKeys  # noqa: E402
-from echomq.queue import Queue  # noqa: E402
+from echomq.keys import QueueKeys
+from echomq.queue import Queue
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 SINGLE = int(os.environ.get("BENCH_SINGLE", "5000"))

@@ -282,7 +282,7 @@ def _shape(client: redis.Redis, queue_name: str) -> dict[str, Any]:
         elif kind == "set":
             value = sorted(norm(to_str(m)) for m in client.smembers(key))
         elif kind == "stream":
-            value = [[norm(to_str(x)) for x in sum(([k, v] for k, v in fields.items()), [])]
+            value = [[norm(to_str(x)) for pair in fields.items() for x in pair]
                      for _id, fields in client.xrange(key)]
             value = [[x if not x.isdigit() or len(x) < 10 else "<ts>" for x in entry] for entry in value]
         else:
