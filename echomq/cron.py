@@ -23,14 +23,14 @@ import datetime as _dt
 import functools
 import re
 from bisect import bisect_right
-from typing import Iterator, Union
+from collections.abc import Iterator
 from zoneinfo import ZoneInfo, available_timezones
 
 from .cron_parse import CronFields, parse_pattern
 from .errors import InvalidScheduleError
 
 Wall = tuple[int, int, int, int, int, int]  # year, month, day, hour, minute, second
-Zone = Union[int, ZoneInfo]  # a fixed offset in seconds, or an IANA zone
+Zone = int | ZoneInfo  # a fixed offset in seconds, or an IANA zone
 
 _EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
 _HORIZON_MONTHS = 12 * 400  # the Gregorian calendar repeats every 400 years
@@ -208,33 +208,52 @@ class CronSchedule:
         if isinstance(zone, int):
             found = self.next_wall(_wall_of(after + zone))
             return None if found is None else (_wall_seconds(found) - zone) * 1000
-        result = self._next_zoned(after, zone)
+        result = self._next_zoned(after, zone, reference_ms % 1000 != 0)
         return None if result is None else result * 1000
 
     def runs_after(self, reference_ms: int) -> Iterator[int]:
         """Successive runs after ``reference_ms``, each computed from the one before."""
-        current: int | None = reference_ms
-        while True:
-            current = self.next_after(current)
-            if current is None:
-                return
+        current = self.next_after(reference_ms)
+        while current is not None:
             yield current
+            current = self.next_after(current)
 
-    def _next_zoned(self, after: int, zone: ZoneInfo) -> int | None:
+    def _next_zoned(self, after: int, zone: ZoneInfo, rounded: bool) -> int | None:
         local = _dt.datetime.fromtimestamp(after, zone)
         wall: Wall = (local.year, local.month, local.day, local.hour, local.minute, local.second)
         found = self.next_wall(wall)
+        if rounded and found is not None and local.second == 59 and not self._all_hours:
+            found = self._skip_stale_hour(after, found, zone)
         second_pass = local.fold == 1
         if self._all_hours and not second_pass:
             here = _offset(local)
             later = _offset(local.replace(fold=1))
             if later < here:  # the reference is in the first pass of an overlap
-                return self._next_in_overlap(after, found, zone, here, later)
+                return self._next_in_overlap(after, found, zone, here, later, rounded)
         if found is None:
             return None
-        return self._instant(found, after, second_pass, zone)
+        return self._instant(found, after, second_pass, zone, rounded)
 
-    def _instant(self, w: Wall, after: int, second_pass: bool, zone: ZoneInfo) -> int | None:
+    def _skip_stale_hour(self, after: int, found: Wall, zone: ZoneInfo) -> Wall | None:
+        """Replicate a cron-parser 5.10.3 quirk so both runtimes agree.
+
+        A reference in the last second before a fall-back transition, with a fractional
+        second, makes cron-parser step one second across the transition and remember "skip
+        the repeated hour". When the transition day itself does not match, that memory is
+        spent on the next matching day instead: its run in the repeated hour is skipped.
+        Only whole-hour transitions: in the 30/45-minute zones we keep the correct answer.
+        """
+        local = _dt.datetime.fromtimestamp(after, zone)
+        crossed = _dt.datetime.fromtimestamp(after + 1, zone)
+        if local.fold or not crossed.fold or crossed.minute != 0 or _offset(local) - _offset(crossed) != 3600:
+            return found  # not the last second before a whole-hour fall-back
+        if self._month_ok[crossed.month] and crossed.day in self._days(crossed.year, crossed.month):
+            return found
+        if found[3] != crossed.hour:
+            return found
+        return self.next_wall((found[0], found[1], found[2], found[3], 59, 59))
+
+    def _instant(self, w: Wall, after: int, second_pass: bool, zone: ZoneInfo, rounded: bool) -> int | None:
         naive = _wall_seconds(w)
         moment = _dt.datetime(*w, tzinfo=zone)
         first, second = _offset(moment), _offset(moment.replace(fold=1))
@@ -248,13 +267,27 @@ class CronSchedule:
         shifted = naive - first
         change = _transition(naive - second, naive - first, zone)
         following = self.next_wall(_wall_of(change + second - 1))
-        if following is None:
-            return shifted
-        natural = self._instant(following, after, second_pass, zone)
+        natural = None if following is None else self._instant(following, after, second_pass, zone, rounded)
+        if (change + first) % 86400 == 0 and not self._clock_crosses_midnight(after, change, first, rounded):
+            return natural  # BullMQ enters a day that starts with a gap at its first real second
         return shifted if natural is None else min(shifted, natural)
 
+    def _clock_crosses_midnight(self, after: int, change: int, before: int, rounded: bool) -> bool:
+        """Does cron-parser step the clock (not the calendar) across a gap at midnight?
+
+        It does when the reference is in the last second before it with a fractional second,
+        or when the hour before midnight is allowed on a matching day and the reference is in
+        it; otherwise it jumps to the next day's start and never sees the skipped times.
+        """
+        if rounded and after == change - 1:
+            return True
+        local = _wall_of(after + before)
+        if local[3] != 23 or not self._hour_ok[23] or not self._month_ok[local[1]]:
+            return False
+        return local[2] in self._days(local[0], local[1]) and change - after <= 3600
+
     def _next_in_overlap(self, after: int, found: Wall | None, zone: ZoneInfo, before: int,
-                         later: int) -> int | None:
+                         later: int, rounded: bool) -> int | None:
         """Reference in the first pass and all 24 hours allowed: the second pass runs too."""
         change = _transition(after, after + before - later, zone)
         end_of_overlap = change + before  # wall seconds where the repeated stretch ends
@@ -263,7 +296,7 @@ class CronSchedule:
         again = self.next_wall(_wall_of(change + later - 1))
         if again is not None and _wall_seconds(again) < end_of_overlap:
             return _wall_seconds(again) - later
-        return None if found is None else self._instant(found, after, False, zone)
+        return None if found is None else self._instant(found, after, False, zone, rounded)
 
 
 def _offset(moment: _dt.datetime) -> int:

@@ -42,6 +42,7 @@ _BOUNDS = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day-of-month"
            "month": (1, 12), "day-of-week": (0, 7)}
 _DEFAULTS = ("0", "*", "*", "*", "*", "*")
 _MAX_LENGTH = 1024
+_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 # One table for both name-bearing fields: cron-parser looks a 3-letter word up in the month
 # names, then the weekday names, whichever field it is in ("MON" in the month field is 1).
@@ -175,7 +176,8 @@ def _parse_field(name: str, raw: str) -> tuple[list[int | str], int]:
     seen: set[int | str] = set()
     for value in values:
         if value in seen:
-            raise _FieldError(f"value {value} is listed twice")
+            also = " (0 and 7 are both Sunday)" if name == "day-of-week" and value == 0 else ""
+            raise _FieldError(f"value {value} is listed twice{also}")
         seen.add(value)
     if name == "day-of-week" and "L" in values:
         raise _FieldError("a bare 'L' is not allowed (use nL for the last n-day)")
@@ -216,14 +218,20 @@ def parse_pattern(pattern: str) -> CronFields:
     def ints(name: str) -> frozenset[int]:
         return frozenset(v for v in parsed[name][0] if isinstance(v, int))
 
+    dom_days = ints("day-of-month")
+    months = ints("month")
+    if (len(months) == 1 and "L" not in fields[3] and fields[5] in ("*", "?")
+            and min(dom_days) > _MAX_DAYS[min(months) - 1]):
+        raise InvalidScheduleError(
+            f"pattern {pattern!r}: day-of-month {fields[3]!r} never occurs in month {fields[4]!r}")
     dow_values, nth = parsed["day-of-week"]
     dow_raw, dom_raw = fields[5], fields[3]
     dow_last: frozenset[int] = frozenset()
     if "L" in dow_raw:
         dow_last = frozenset(int(str(v)[0]) % 7 for v in dow_values)
     return CronFields(
-        seconds=ints("second"), minutes=ints("minute"), hours=ints("hour"), months=ints("month"),
-        dom_days=ints("day-of-month"), dom_last="L" in dom_raw, dom_wildcard=dom_raw in ("*", "?"),
+        seconds=ints("second"), minutes=ints("minute"), hours=ints("hour"), months=months,
+        dom_days=dom_days, dom_last="L" in dom_raw, dom_wildcard=dom_raw in ("*", "?"),
         dow_days=frozenset(v for v in ints("day-of-week") if v < 7), dow_nth=nth,
         dow_last=dow_last, dow_wildcard=dow_raw in ("*", "?"), expanded=fields,
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .cron import CronSchedule, compile_schedule
 from .errors import InvalidScheduleError
@@ -23,7 +24,7 @@ _KNOWN = frozenset({"every", "pattern", "immediately", "tz", "start_date", "end_
                     # fields of a scheduler hash, so a record read back from Redis can be passed as is
                     "name", "opts", "data", "ic", "next", "iterationCount", "iteration_count"})
 _CAMEL = {"startDate": "start_date", "endDate": "end_date"}
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone(_dt.timedelta(0)))
 
 
 def _epoch_ms(field: str, value: Any) -> int | None:
