@@ -7,6 +7,7 @@ holds no thread and no blocking connection; it is safe to share between threads.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from .errors import InvalidInputError
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
 from .keys import DEFAULT_PREFIX, QueueKeys
 from .pipelining import run_calls
+from .scripts import script
 
 
 class Queue:
@@ -97,6 +99,14 @@ class Queue:
         pipe = self.client.pipeline(transaction=True)
         for call, _keys in plans:
             call.script(pipe, call.keys, call.args)
+        # Children that already existed and had completed leave no pending dependency: such a
+        # parent is released at once instead of waiting for children that will never finish.
+        release = script("releaseParentIfNoPendingDependencies")
+        now = str(int(time.time() * 1000))
+        for call, keys in plans:
+            if call.script.name == "addParentJob":
+                release(pipe, [keys.job(call.custom_id), keys.job_dependencies(call.custom_id)],
+                        [keys.base, call.custom_id, now])
         results = pipe.execute(raise_on_error=True)
         for (call, _keys), result in zip(plans, results):
             check_add_result(result, call)

@@ -13,7 +13,7 @@ from typing import Any
 import redis
 
 from .connection import to_str
-from .errors import InvalidInputError, InvalidStateError, raise_for_code
+from .errors import InvalidInputError, InvalidStateError
 from .job import Job
 from .keys import QueueKeys
 from .scripts import script
@@ -135,7 +135,7 @@ def obliterate(client: redis.Redis, keys: QueueKeys, force: bool) -> None:
             raise InvalidStateError(
                 f"obliterate: queue {keys.queue_name!r} has active jobs; pass force=True to delete them too")
         if code < 0:
-            raise_for_code(code, "obliterate")
+            raise InvalidStateError(f"obliterate: queue {keys.queue_name!r} is not paused (code {code})")
 
 
 def trim_events(client: redis.Redis, keys: QueueKeys, max_len: int) -> int:

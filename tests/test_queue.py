@@ -261,3 +261,19 @@ def test_every_producer_and_operator_event_reaches_queue_events(connection: redi
     data = {t: d for t, d in seen}
     assert data["progress"]["data"] == 7 and data["cleaned"]["count"] == 0
     assert data["removed"]["prev"] == "wait" and data["duplicated"]["jobId"] == "one"
+
+
+def test_flow_whose_children_already_completed_releases_the_parent(connection: redis.Redis,
+                                                                   queue_name: str) -> None:
+    queue = Queue(connection, queue_name)
+    k = QueueKeys(queue_name)
+    done = queue.add("c", {"n": 1}, job_id="child-1")
+    connection.lrem(k.wait, 1, done.id)
+    connection.zadd(k.completed, {done.id: 1})
+    connection.hset(k.job(done.id), "returnvalue", "7")
+    parent = queue.add_flow({"name": "p"}, [{"name": "c", "opts": {"job_id": "child-1"}}])
+    assert parent.get_state() == "waiting"
+    assert connection.hgetall(k.job_processed(parent.id)) == {k.job("child-1").encode(): b"7"}
+    events = read_events(connection, queue_name)
+    assert ("duplicated", {"jobId": "child-1"}) in events
+    assert events[-1] == ("waiting", {"jobId": parent.id, "prev": "waiting-children"})
