@@ -1,0 +1,118 @@
+"""calculate_next_millis: the contract the job scheduler builds on."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+import echomq
+from echomq.errors import InvalidScheduleError
+from echomq.repeat import calculate_next_millis, schedule_for
+
+REF = 1_714_560_000_000  # 2024-05-01T10:40:00Z
+UTC = dt.timezone.utc
+
+
+def test_every_adds_the_interval_to_the_reference() -> None:
+    assert calculate_next_millis({"every": 60_000}, REF) == REF + 60_000
+    assert calculate_next_millis({"every": "5000"}, REF) == REF + 5_000  # as read back from a hash
+
+
+def test_every_starts_from_a_later_start_date() -> None:
+    assert calculate_next_millis({"every": 1000, "start_date": REF + 10_000}, REF) == REF + 11_000
+
+
+def test_immediately_returns_the_reference() -> None:
+    assert calculate_next_millis({"pattern": "0 9 * * *", "immediately": True}, REF) == REF
+    assert calculate_next_millis({"every": 1000, "immediately": True}, REF) == REF
+
+
+def test_pattern_is_strictly_after_the_reference() -> None:
+    on_the_minute = 1_714_560_000_000
+    assert calculate_next_millis({"pattern": "* * * * *"}, on_the_minute) == on_the_minute + 60_000
+    assert calculate_next_millis({"pattern": "* * * * *"}, on_the_minute - 1) == on_the_minute
+
+
+def test_nine_am_resolves_to_the_next_day_the_pattern_allows() -> None:
+    got = calculate_next_millis({"pattern": "0 9 * * *"}, REF)
+    assert dt.datetime.fromtimestamp(got / 1000, UTC) == dt.datetime(2024, 5, 2, 9, tzinfo=UTC)
+    got = calculate_next_millis({"pattern": "0 9 * * *", "tz": "America/New_York"}, REF)
+    assert dt.datetime.fromtimestamp(got / 1000, UTC) == dt.datetime(2024, 5, 1, 13, tzinfo=UTC)
+
+
+def test_reference_defaults_to_now() -> None:
+    before = int(time.time() * 1000)
+    got = calculate_next_millis({"pattern": "* * * * * *"})
+    assert got is not None and before < got <= int(time.time() * 1000) + 1000
+
+
+def test_start_date_is_excluded_and_end_date_included() -> None:
+    start = REF + 3_600_000  # 11:40
+    assert calculate_next_millis({"pattern": "40 11 * * *", "start_date": start}, REF) == start + 86_400_000
+    end = REF + 20 * 60_000  # 11:00 exactly
+    assert calculate_next_millis({"pattern": "0 11 * * *", "end_date": end}, REF) == end
+    assert calculate_next_millis({"pattern": "0 11 * * *", "end_date": end - 1}, REF) is None
+    assert calculate_next_millis({"every": 60_000, "end_date": REF + 59_999}, REF) is None
+
+
+def test_protocol_names_and_datetimes_are_accepted() -> None:
+    start = dt.datetime(2024, 6, 1, tzinfo=UTC)
+    by_datetime = calculate_next_millis({"pattern": "0 0 * * *", "start_date": start}, REF)
+    by_camel = calculate_next_millis({"pattern": "0 0 * * *", "startDate": int(start.timestamp() * 1000)}, REF)
+    assert by_datetime == by_camel == int(start.timestamp() * 1000) + 86_400_000
+    assert calculate_next_millis({"pattern": "0 0 * * *", "endDate": str(REF)}, REF) is None
+
+
+def test_scheduler_hash_fields_pass_through() -> None:
+    record = {"name": "report", "pattern": "0 0 * * *", "tz": "UTC", "limit": 5, "offset": 0, "ic": 3,
+              "startDate": None, "endDate": None}
+    assert calculate_next_millis(record, REF) == 1_714_608_000_000
+
+
+@pytest.mark.parametrize(("opts", "fragment"), [
+    ({"pattern": "0 9 * * *", "every": 1000}, "not both"),
+    ({}, "either pattern or every"),
+    ({"tz": "UTC"}, "either pattern or every"),
+    ({"every": 0}, "every 0"),
+    ({"every": -5}, "every -5"),
+    ({"every": 1.5}, "whole number"),
+    ({"every": True}, "every True"),
+    ({"pattern": ""}, "pattern ''"),
+    ({"pattern": 5}, "pattern 5"),
+    ({"pattern": "0 0 * * 8"}, "day-of-week (field 5 of 5) '8'"),
+    ({"pattern": "0 9 * * *", "tz": "Mars/Olympus"}, "tz 'Mars/Olympus': unknown time zone"),
+    ({"every": 1000, "tz": "Nowhere/Land"}, "unknown time zone"),
+    ({"pattern": "0 9 * * *", "start_date": 10, "end_date": 5}, "end_date 5: is before start_date 10"),
+    ({"pattern": "0 9 * * *", "start_date": 1, "startDate": 2}, "given both ways"),
+    ({"pattern": "0 9 * * *", "end_date": 1, "endDate": 1}, "given both ways"),
+    ({"pattern": "0 9 * * *", "start_date": dt.datetime(2024, 1, 1)}, "naive datetime"),
+    ({"pattern": "0 9 * * *", "end_date": "tomorrow"}, "end_date 'tomorrow'"),
+    ({"pattern": "0 9 * * *", "immediately": True, "start_date": 5}, "immediately"),
+    ({"pattern": "0 9 * * *", "patern": "x"}, "unknown option"),
+])
+def test_bad_options_raise_one_error_type_naming_the_field(opts: dict, fragment: str) -> None:
+    with pytest.raises(InvalidScheduleError) as caught:
+        calculate_next_millis(opts, REF)
+    assert fragment in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_bad_reference_is_refused() -> None:
+    with pytest.raises(InvalidScheduleError, match="reference_time"):
+        calculate_next_millis({"every": 1}, "now")  # type: ignore[arg-type]
+
+
+def test_public_surface() -> None:
+    assert echomq.calculate_next_millis is calculate_next_millis
+    from echomq.scheduler import JobScheduler
+    assert JobScheduler.calculate_next_millis({"every": 10}, 5) == 15
+
+
+def test_schedule_for_lists_runs_without_recompiling() -> None:
+    schedule = schedule_for({"pattern": "0 */6 * * *", "tz": "Europe/Berlin"})
+    assert schedule is schedule_for({"pattern": "0 */6 * * *", "tz": "Europe/Berlin"})
+    runs = schedule.runs_after(REF)
+    first, second = next(runs), next(runs)
+    assert second - first == 6 * 3_600_000
