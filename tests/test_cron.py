@@ -21,6 +21,7 @@ from echomq.errors import InvalidScheduleError
 from echomq.repeat import calculate_next_millis
 
 VECTORS = Path(__file__).parent / "data" / "cron_vectors.jsonl"
+UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 # Categories where BullMQ's answer is the contract; dst_odd and dst_midnight are judged by the
 # model in test_cron_properties.py where BullMQ is erratic (see docs/cron.md).
 EXACT = {"syntax", "invalid", "random", "dom_dow", "month_end", "dst_hour", "dst_random", "bounds",

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from echomq.cron import compile_schedule
 from echomq.cron_parse import CronFields, parse_pattern
 
-UTC = dt.UTC
+UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 VECTORS = Path(__file__).parent / "data" / "cron_vectors.jsonl"
 WINDOW = 26 * 3600  # seconds scanned by the model
 

@@ -18,7 +18,7 @@ from ..cron import compile_schedule, resolve_zone
 from ..cron_parse import FIELD_NAMES, NICKNAMES
 from ..errors import InvalidScheduleError
 
-UTC = dt.timezone.utc
+UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 
 
 def register(subparsers: Any) -> None:
@@ -83,12 +83,15 @@ def _crontab_note(pattern: str) -> str:
         from crontab import CronSlices
     except ImportError:  # pragma: no cover - python-crontab is an install requirement
         return ""
+    valid = False
     if len(pattern.split()) == 5 or pattern in NICKNAMES:
         try:
-            if CronSlices.is_valid(pattern):
-                return f"  also a valid system crontab line ({CronSlices(pattern).frequency_per_day()} runs on a matching day)"
+            valid = CronSlices.is_valid(pattern)
+            per_day = CronSlices(pattern).frequency_per_day() if valid else 0
         except Exception:  # noqa: BLE001 - python-crontab raises assorted types on odd input
-            pass
+            valid = False
+    if valid:
+        return f"  also a valid system crontab line ({per_day} runs on a matching day)"
     return "  not a system crontab line (BullMQ-only syntax: seconds, L, #, names or steps it does not read)"
 
 

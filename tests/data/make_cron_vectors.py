@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo
 
 HERE = Path(__file__).resolve().parent
 VECTORS = HERE / "cron_vectors.jsonl"
-UTC = dt.UTC
+UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 
 HOUR_ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Australia/Sydney")
 ODD_ZONES = ("Australia/Lord_Howe", "Pacific/Chatham")  # 30- and 45-minute DST
