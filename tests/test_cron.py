@@ -85,7 +85,7 @@ def _next(pattern: str, ref: str, tz: str | None = None) -> str | None:
         return None
     zone = resolve_zone(tz)
     assert not isinstance(zone, int) or zone == 0
-    when = dt.datetime.fromtimestamp(got / 1000, dt.UTC if isinstance(zone, int) else zone)
+    when = dt.datetime.fromtimestamp(got / 1000, UTC if isinstance(zone, int) else zone)
     return when.isoformat()
 
 
