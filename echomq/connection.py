@@ -43,15 +43,18 @@ def dedicated_client(
     *,
     socket_timeout: float | None,
     client_name: str | None = None,
+    **overrides: Any,
 ) -> redis.Redis:
     """A new client on the same server as ``connection``, with its own pool and timeouts.
 
     redis-py 8 defaults ``socket_timeout`` to 5 s; a blocking read longer than that would fail,
-    so blocking readers pass ``block + BLOCK_SOCKET_MARGIN_S``.
+    so blocking readers pass ``block + BLOCK_SOCKET_MARGIN_S``. ``overrides`` replace other
+    connection kwargs (QueueEvents has its parser decode UTF-8: ``decode_responses=True``).
     """
     pool = connection.connection_pool
     kwargs = dict(pool.connection_kwargs)
     kwargs["socket_timeout"] = socket_timeout
+    kwargs.update(overrides)
     if client_name is not None and not is_fake(connection):
         kwargs["client_name"] = client_name
     new_pool = pool.__class__(connection_class=pool.connection_class, max_connections=4, **kwargs)

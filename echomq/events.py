@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
 
 class EventType(str, Enum):
@@ -67,29 +67,6 @@ _TYPE_BY_WIRE: dict[str, EventType] = {wire: t for t, wire in _WIRE_BY_TYPE.item
 #: What a subscriber sees as ``event_type``: a known type, or the wire name as it came.
 EventName = Union[EventType, str]
 
-#: Fields decoded from JSON text, per event (§4.1: ``returnvalue`` and ``data`` are JSON).
-JSON_FIELDS: dict[EventType, frozenset[str]] = {
-    EventType.COMPLETED: frozenset({"returnvalue"}),
-    EventType.PROGRESS: frozenset({"data"}),
-}
-
-#: Fields decoded as integers, per event. ``delayed.delay`` is an absolute timestamp in ms.
-INT_FIELDS: dict[EventType, frozenset[str]] = {
-    EventType.DELAYED: frozenset({"delay"}),
-    EventType.RETRIES_EXHAUSTED: frozenset({"attemptsMade"}),
-    EventType.CLEANED: frozenset({"count"}),
-}
-
-_NO_FIELDS: frozenset[str] = frozenset()
-
-
-def parse_event_type(wire_name: str | bytes) -> EventName:
-    """Map a wire name onto its :class:`EventType`; anything else comes back as the plain str."""
-    if isinstance(wire_name, bytes):
-        wire_name = wire_name.decode("utf-8", errors="replace")
-    return _TYPE_BY_WIRE.get(wire_name, wire_name)
-
-
 def _to_int(raw: str) -> int | str:
     try:
         return int(raw)
@@ -101,11 +78,39 @@ def _to_int(raw: str) -> int | str:
         return int(number) if number.is_integer() else raw
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def _from_json(raw: str) -> Any:
+    # raw_decode skips json.loads' two whitespace regex passes; producers write compact JSON.
     try:
-        return json.loads(raw)
+        value, end = _raw_decode(raw)
     except ValueError:
-        return raw
+        try:
+            return json.loads(raw)  # leading whitespace, or not JSON at all
+        except ValueError:
+            return raw
+    if end != len(raw) and raw[end:].strip():
+        return raw  # trailing garbage: not one JSON value
+    return value
+
+
+#: The decoded fields per event: ``returnvalue`` and ``data`` are JSON text (§4.1),
+#: ``delayed.delay`` is an absolute timestamp in ms. Every other field stays a str.
+DECODED_FIELDS: dict[EventType, tuple[tuple[str, Callable[[str], Any]], ...]] = {
+    EventType.COMPLETED: (("returnvalue", _from_json),),
+    EventType.PROGRESS: (("data", _from_json),),
+    EventType.DELAYED: (("delay", _to_int),),
+    EventType.RETRIES_EXHAUSTED: (("attemptsMade", _to_int),),
+    EventType.CLEANED: (("count", _to_int),),
+}
+
+
+def parse_event_type(wire_name: str | bytes) -> EventName:
+    """Map a wire name onto its :class:`EventType`; anything else comes back as the plain str."""
+    if isinstance(wire_name, bytes):
+        wire_name = wire_name.decode("utf-8", errors="replace")
+    return _TYPE_BY_WIRE.get(wire_name, wire_name)
 
 
 def decode_fields(event_type: EventName, fields: Mapping[str, str]) -> dict[str, Any]:
@@ -113,12 +118,9 @@ def decode_fields(event_type: EventName, fields: Mapping[str, str]) -> dict[str,
     data = dict(fields)
     if not isinstance(event_type, EventType):
         return data
-    for name in JSON_FIELDS.get(event_type, _NO_FIELDS):
+    for name, decode in DECODED_FIELDS.get(event_type, ()):
         if name in data:
-            data[name] = _from_json(data[name])
-    for name in INT_FIELDS.get(event_type, _NO_FIELDS):
-        if name in data:
-            data[name] = _to_int(data[name])
+            data[name] = decode(data[name])
     return data
 
 
@@ -127,23 +129,30 @@ def _text(value: Any) -> str:
 
 
 def decode_entry(entry_id: str | bytes, fields: Any) -> tuple[EventName, dict[str, Any]]:
-    """One stream entry (flat ``[k, v, ...]`` list or dict, bytes or str) as ``(type, data)``.
+    """One stream entry (flat ``[k, v, ...]`` list or a mapping, bytes or str) as ``(type, data)``.
 
-    An entry without ``event`` (written by something that is not a protocol producer) comes
-    through with the empty string as its type rather than being dropped.
+    This runs once per event on the reader's hot path, hence the plain loops. An entry without
+    ``event`` (written by something that is not a protocol producer) comes through with the
+    empty string as its type rather than being dropped.
     """
-    if isinstance(fields, Mapping):
-        pairs: Iterable[tuple[Any, Any]] = fields.items()
-    else:
+    if isinstance(fields, (list, tuple)):
+        if fields and type(fields[0]) is bytes:
+            fields = [_text(f) for f in fields]
         it = iter(fields)
-        pairs = zip(it, it)
-    raw: dict[str, str] = {}
-    for key, value in pairs:
-        raw[_text(key)] = _text(value)
-    wire = raw.pop("event", "")
+        data: dict[str, Any] = dict(zip(it, it))
+    else:
+        data = {_text(k): _text(v) for k, v in fields.items()}
+    wire = data.pop("event", "")
     event_type = _TYPE_BY_WIRE.get(wire, wire)
-    data = decode_fields(event_type, raw)
-    data["event_id"] = _text(entry_id)
+    # A custom name equal to one of our values ("retries_exhausted") is not that event: a str
+    # Enum hashes like its value, so look up only what the wire table recognised.
+    decoders = None if event_type is wire else DECODED_FIELDS.get(event_type)  # type: ignore[call-overload]
+    if decoders is not None:
+        for name, decode in decoders:
+            raw = data.get(name)
+            if raw is not None:
+                data[name] = decode(raw)
+    data["event_id"] = entry_id if type(entry_id) is str else _text(entry_id)
     return event_type, data
 
 

@@ -242,6 +242,10 @@ class QueueEvents:
                 self._host,
                 socket_timeout=self.block_ms / 1000 + BLOCK_SOCKET_MARGIN_S,
                 client_name=f"{self._keys.prefix}:{base64.b64encode(self.queue_name.encode()).decode()}:qe",
+                # The parser (hiredis, in C) decodes UTF-8; a bad byte becomes U+FFFD instead
+                # of an exception that would make the same reply fail forever.
+                decode_responses=True,
+                encoding_errors="replace",
             )
             self._control = dedicated_client(self._host, socket_timeout=2.0)
 
@@ -459,28 +463,39 @@ class QueueEvents:
         self._deliver_gap(notice)
 
     def _deliver(self, entries: list[Any]) -> int:
-        handler = self._handler
+        """Hand each entry to the handler and the subscribers, advancing the cursor entry by
+        entry; stops after the current entry when close() was called. The hot path of a replay,
+        hence the locals."""
+        handler = self._handler.handle_event if self._handler is not None else None
+        subscribers = self._subscribers
+        stopping = self._stop.is_set
+        decode = decode_entry
         delivered = 0
-        for entry_id, fields in entries:
-            event_type, data = decode_entry(entry_id, fields)
-            self._cursor = data["event_id"]
+        cursor = self._cursor
+        try:
+            for entry_id, fields in entries:
+                event_type, data = decode(entry_id, fields)
+                cursor = data["event_id"]
+                delivered += 1
+                if handler is not None:
+                    try:
+                        handler(event_type, data)
+                    except Exception:
+                        logger.exception("QueueEvents %r: handler failed on %s %s", self.queue_name, event_type, cursor)
+                for subscriber, on_event, _ in subscribers:
+                    try:
+                        on_event(event_type, data)
+                    except Exception:
+                        logger.exception("QueueEvents %r: subscriber %r failed on %s %s",
+                                         self.queue_name, subscriber, event_type, cursor)
+                if stopping():
+                    break
+                if subscribers is not self._subscribers:
+                    subscribers = self._subscribers  # subscribe()/unsubscribe() from another thread
+        finally:
+            self._cursor = cursor
             if self._cursor_index is not None:
-                self._cursor_index += 1
-            delivered += 1
-            if handler is not None:
-                try:
-                    handler.handle_event(event_type, data)
-                except Exception:
-                    logger.exception("QueueEvents %r: handler failed on %s %s",
-                                     self.queue_name, event_type, data["event_id"])
-            for subscriber, on_event, _ in self._subscribers:
-                try:
-                    on_event(event_type, data)
-                except Exception:
-                    logger.exception("QueueEvents %r: subscriber %r failed on %s %s",
-                                     self.queue_name, subscriber, event_type, data["event_id"])
-            if self._stop.is_set():
-                break
+                self._cursor_index += delivered
         return delivered
 
     def _deliver_gap(self, notice: GapNotice) -> None:

@@ -68,12 +68,14 @@ def test_decode_entry_accepts_a_dict_of_fields() -> None:
         (["event", "completed", "jobId", "1", "returnvalue", "{not json", "prev", "active"],
          {"jobId": "1", "returnvalue": "{not json", "prev": "active"}),
         (["event", "progress", "jobId", "1", "data", ""], {"jobId": "1", "data": ""}),
+        (["event", "progress", "jobId", "1", "data", "42x"], {"jobId": "1", "data": "42x"}),
+        (["event", "progress", "jobId", "1", "data", " 42 "], {"jobId": "1", "data": 42}),
         (["event", "delayed", "jobId", "1", "delay", "soon"], {"jobId": "1", "delay": "soon"}),
         (["event", "delayed", "jobId", "1", "delay", "1764400000000.0"], {"jobId": "1", "delay": 1764400000000}),
         (["event", "retries-exhausted", "jobId", "1", "attemptsMade", "x"], {"jobId": "1", "attemptsMade": "x"}),
         (["event", "cleaned", "count", "1.5"], {"count": "1.5"}),
     ],
-    ids=["bad-json", "empty-json", "bad-delay", "float-delay", "bad-attempts", "fractional-count"],
+    ids=["bad-json", "empty-json", "trailing-garbage", "padded-json", "bad-delay", "float-delay", "bad-attempts", "fractional-count"],
 )
 def test_malformed_values_stay_raw_strings(fields: list[str], expected: dict[str, object]) -> None:
     _, data = decode_entry("1-0", fields)

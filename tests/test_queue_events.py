@@ -129,6 +129,21 @@ def test_zero_replays_the_whole_stream_in_order(connection: redis.Redis, queue_n
     assert [d["event_id"] for _, d in got] == ids + [live]
 
 
+def test_malformed_entries_never_stop_the_reader(connection: redis.Redis, queue_name: str) -> None:
+    qe = QueueEvents(connection, queue_name, last_event_id="0")
+    got, _ = collect(qe)
+    connection.execute_command("XADD", events_key(queue_name), "*", "event", "failed", "jobId", "1",
+                               "failedReason", b"bad \xff byte", "prev", "active")
+    xadd(connection, queue_name, ["event", "completed", "jobId", "1", "returnvalue", "{oops", "prev", "active"])
+    xadd(connection, queue_name, ["jobId", "2"])
+    xadd(connection, queue_name, ["event", "drained"])
+    assert qe.run_once() == 4
+    qe.close()
+    assert got[0][1]["failedReason"] == "bad \ufffd byte"
+    assert got[1][1]["returnvalue"] == "{oops"
+    assert got[2][0] == "" and got[3][0] is EventType.DRAINED
+
+
 def test_an_explicit_id_resumes_after_it(connection: redis.Redis, queue_name: str) -> None:
     ids = [xadd(connection, queue_name, ["event", "stalled", "jobId", str(n)]) for n in range(6)]
     qe = QueueEvents(connection, queue_name, last_event_id=ids[2])

@@ -1,0 +1,244 @@
+"""QueueEvents benchmark: EchoMQ beside BullMQ 6.7's QueueEvents (Node) and a bare redis-py loop.
+
+One run, one real Redis (REDIS_URL or 127.0.0.1:6379), one pre-filled stream of 100,000 events
+(20,000 jobs x added, waiting, active, progress, completed), a subscriber that only counts:
+
+1. replay throughput from ``last_event_id="0"``: EchoMQ, a bare ``XREAD COUNT`` loop and BullMQ
+   Node, with hiredis and with redis-py's pure-Python parser (the median of 3 runs each);
+2. live latency, a producer process at 2,000 events/s for 5 s: XADD -> subscriber p50/p99,
+   EchoMQ and then BullMQ Node on the same producer;
+3. ``close()`` latency in the middle of a 5 s BLOCK.
+
+Targets: replay >= 1.0x BullMQ and >= 0.85x the bare loop (hiredis); p99 no worse than
+BullMQ's; close < 100 ms. Run: ``.venv/bin/python tests/bench/bench_events.py`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import redis
+from redis.connection import _RESP2Parser
+from redis.utils import HIREDIS_AVAILABLE
+
+from echomq import QueueEvents
+from echomq.keys import QueueKeys
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+NODE_PATH = ROOT / "tests" / "interop" / "node_modules"
+URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+N = 100_000
+RUNS = 3
+COUNT = 1000
+LIVE_RATE = 2000
+LIVE_SECONDS = 5.0
+
+
+def client(pure_python: bool) -> redis.Redis:
+    if pure_python:
+        return redis.Redis.from_url(URL, parser_class=_RESP2Parser)
+    return redis.Redis.from_url(URL)
+
+
+def prefill(conn: redis.Redis, key: str, n: int) -> None:
+    pipe = conn.pipeline(transaction=False)
+    for job in range(n // 5):
+        jid = str(job + 1)
+        pipe.xadd(key, {"event": "added", "jobId": jid, "name": "resize"})
+        pipe.xadd(key, {"event": "waiting", "jobId": jid})
+        pipe.xadd(key, {"event": "active", "jobId": jid, "prev": "waiting"})
+        pipe.xadd(key, {"event": "progress", "jobId": jid, "data": '{"percent":50}'})
+        pipe.xadd(key, {"event": "completed", "jobId": jid, "returnvalue": '{"ok":true,"size":[640,480]}',
+                        "prev": "active"})
+        if job % 500 == 499:
+            pipe.execute()
+    pipe.execute()
+
+
+def echomq_replay(conn: redis.Redis, queue: str, n: int) -> float:
+    done = threading.Event()
+    seen = 0
+
+    def count(event_type: Any, data: dict[str, Any]) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == n:
+            done.set()
+
+    qe = QueueEvents(conn, queue, last_event_id="0", block_ms=1000, count=COUNT)
+    qe.subscribe(count)
+    started = time.perf_counter()
+    qe.start()
+    if not done.wait(120):
+        raise RuntimeError(f"EchoMQ replay got {seen} of {n}")
+    elapsed = time.perf_counter() - started
+    qe.close()
+    return n / elapsed
+
+
+def bare_replay(conn: redis.Redis, key: str, n: int) -> float:
+    seen = 0
+    last = "0"
+    started = time.perf_counter()
+    while seen < n:
+        reply = conn.xread({key: last}, count=COUNT, block=1000)
+        entries = reply[0][1]
+        for entry_id, fields in entries:
+            seen += 1
+        last = entries[-1][0]
+    return n / (time.perf_counter() - started)
+
+
+def node(*args: str, on_line: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    env = {**os.environ, "NODE_PATH": str(NODE_PATH), "REDIS_URL": URL}
+    proc = subprocess.Popen(["node", str(HERE / "bench_events.js"), *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    last: dict[str, Any] = {}
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        last = json.loads(line)
+        if on_line is not None:
+            on_line(last)
+    if proc.wait() != 0:
+        raise RuntimeError(f"bench_events.js {args[0]} failed: {proc.stderr.read() if proc.stderr else ''}")
+    return last
+
+
+def median_of(runs: int, fn: Callable[[], float]) -> float:
+    return statistics.median(fn() for _ in range(runs))
+
+
+# -- live latency ------------------------------------------------------------------------------
+def produce(queue: str, rate: int, seconds: float) -> None:
+    """The producer process: XADD progress events carrying their write time, paced at ``rate``."""
+    conn = redis.Redis.from_url(URL)
+    key = QueueKeys(queue).events
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    for i in range(total):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        conn.xadd(key, {"event": "progress", "jobId": str(i), "data": json.dumps({"ts": time.time_ns() // 1000})})
+
+
+def start_producer(queue: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, __file__, "--produce", queue, str(LIVE_RATE), str(LIVE_SECONDS)])
+
+
+def percentiles(latencies_us: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies_us)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"events": len(ordered), "p50_us": pick(0.5), "p99_us": pick(0.99), "max_us": ordered[-1]}
+
+
+def echomq_live(queue: str) -> dict[str, float]:
+    total = int(LIVE_RATE * LIVE_SECONDS)
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def on_event(event_type: Any, data: dict[str, Any]) -> None:
+        latencies.append(time.time_ns() / 1000 - data["data"]["ts"])
+        if len(latencies) == total:
+            done.set()
+
+    qe = QueueEvents(client(False), queue, block_ms=1000)
+    qe.subscribe(on_event)
+    with qe:
+        producer = start_producer(queue)
+        done.wait(LIVE_SECONDS + 20)
+        producer.wait()
+    return percentiles(latencies)
+
+
+def bullmq_live(queue: str) -> dict[str, Any]:
+    total = int(LIVE_RATE * LIVE_SECONDS)
+    producer: list[subprocess.Popen[bytes]] = []
+
+    def on_line(line: dict[str, Any]) -> None:
+        if line.get("ready"):
+            time.sleep(0.3)  # BullMQ's '$' is only fixed by its first XREAD
+            producer.append(start_producer(queue))
+
+    result = node("live", queue, str(total), on_line=on_line)
+    for proc in producer:
+        proc.wait()
+    return result
+
+
+def echomq_close(samples: int = 20, pure_python: bool = False) -> tuple[float, float]:
+    queue = f"bench-close-{uuid.uuid4().hex[:8]}"
+    times = []
+    conn = client(pure_python)
+    for _ in range(samples):
+        qe = QueueEvents(conn, queue, block_ms=5000).start()
+        time.sleep(0.05)
+        started = time.perf_counter()
+        qe.close()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), max(times)
+
+
+def main() -> int:
+    if not HIREDIS_AVAILABLE:
+        print("hiredis is not installed: pip install 'echomq[hiredis]' for the full comparison")
+    queue = f"bench-events-{uuid.uuid4().hex[:8]}"
+    live_queues = [f"bench-live-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    key = QueueKeys(queue).events
+    admin = redis.Redis.from_url(URL)
+    try:
+        print(f"pre-filling {key} with {N:,} events ...", flush=True)
+        prefill(admin, key, N)
+        results: dict[str, float] = {}
+        for label, pure in (("hiredis", False), ("pure-Python parser", True)):
+            results[f"EchoMQ QueueEvents ({label})"] = median_of(RUNS, lambda: echomq_replay(client(pure), queue, N))
+            results[f"bare redis-py XREAD loop ({label})"] = median_of(RUNS, lambda: bare_replay(client(pure), key, N))
+        results["BullMQ 6.7 QueueEvents (Node)"] = median_of(RUNS, lambda: node("replay", queue, str(N))["per_second"])
+        bullmq = results["BullMQ 6.7 QueueEvents (Node)"]
+        print(f"\nreplay of {N:,} events from last_event_id='0', COUNT {COUNT}, median of {RUNS}")
+        print(f"  {'reader':<44}{'events/s':>12}{'vs BullMQ':>11}{'vs bare':>9}")
+        for name, rate in results.items():
+            parser = "pure-Python" if "pure" in name else "hiredis"
+            bare = results[f"bare redis-py XREAD loop ({parser} parser)" if parser == "pure-Python"
+                           else "bare redis-py XREAD loop (hiredis)"]
+            vs_bare = f"{rate / bare:.2f}x" if "Node" not in name else "-"
+            print(f"  {name:<44}{rate:>12,.0f}{rate / bullmq:>10.2f}x{vs_bare:>9}")
+        echo_h, echo_p = results["EchoMQ QueueEvents (hiredis)"], results["EchoMQ QueueEvents (pure-Python parser)"]
+        print(f"  hiredis buys EchoMQ {echo_h / echo_p:.2f}x on replay")
+
+        print(f"\nlive: producer at {LIVE_RATE}/s for {LIVE_SECONDS:.0f}s, XADD -> subscriber latency")
+        echo_live = echomq_live(live_queues[0])
+        node_live = bullmq_live(live_queues[1])
+        print(f"  {'reader':<44}{'events':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}")
+        for name, res in (("EchoMQ QueueEvents (hiredis)", echo_live), ("BullMQ 6.7 QueueEvents (Node)", node_live)):
+            print(f"  {name:<44}{res['events']:>8}{res['p50_us'] / 1000:>9.2f}{res['p99_us'] / 1000:>9.2f}"
+                  f"{res['max_us'] / 1000:>9.2f}")
+        print(f"  p99 ratio EchoMQ/BullMQ: {echo_live['p99_us'] / node_live['p99_us']:.2f} (<= 1.00 is the target)")
+
+        print("\nclose() in the middle of a 5 s BLOCK")
+        for label, pure in (("hiredis", False), ("pure-Python parser", True)):
+            med, worst = echomq_close(pure_python=pure)
+            print(f"  EchoMQ ({label}): median {med:.1f} ms, max {worst:.1f} ms (target < 100 ms)")
+        node_close = node("close", f"bench-close-{uuid.uuid4().hex[:8]}")
+        print(f"  BullMQ 6.7 (Node): median {node_close['median_ms']:.1f} ms, max {node_close['max_ms']:.1f} ms")
+    finally:
+        admin.delete(key, *(QueueKeys(q).events for q in live_queues))
+        admin.close()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--produce":
+        produce(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        sys.exit(0)
+    sys.exit(main())
