@@ -262,27 +262,65 @@ class CronSchedule:
         if first > second:  # overlap: which pass?
             if second_pass and naive - second - after < 86400:
                 return naive - second
+            if self._enters_day_in_second_pass(naive, after, zone, first, second, rounded):
+                return naive - second
             return naive - first
         # Gap: run shifted forward by the gap, unless a natural run after the gap comes first.
         shifted = naive - first
         change = _transition(naive - second, naive - first, zone)
         following = self.next_wall(_wall_of(change + second - 1))
         natural = None if following is None else self._instant(following, after, second_pass, zone, rounded)
-        if (change + first) % 86400 == 0 and not self._clock_crosses_midnight(after, change, first, rounded):
-            return natural  # BullMQ enters a day that starts with a gap at its first real second
+        if ((change + first) % 86400 == 0 or (change + second) % 86400 == 0) and not self._clock_crosses_gap(
+                after, change, first, second, rounded):
+            return natural  # a gap at midnight: BullMQ steps the calendar over it and never shifts
         return shifted if natural is None else min(shifted, natural)
 
-    def _clock_crosses_midnight(self, after: int, change: int, before: int, rounded: bool) -> bool:
-        """Does cron-parser step the clock (not the calendar) across a gap at midnight?
+    def _enters_day_in_second_pass(self, naive: int, after: int, zone: ZoneInfo, first: int, second: int,
+                                   rounded: bool) -> bool:
+        """A day that starts with a repeated stretch (America/Havana): which pass does BullMQ see?
 
-        It does when the reference is in the last second before it with a fractional second,
-        or when the hour before midnight is allowed on a matching day and the reference is in
-        it; otherwise it jumps to the next day's start and never sees the skipped times.
+        cron-parser reaches a new day by a calendar step that keeps the offset of the time it
+        stepped from; from a wall time past the repeated stretch that offset is the later one,
+        so the day begins in the second pass and the first pass never runs. Stepping from
+        before 01:00, or by the clock across midnight, it begins in the first pass.
         """
+        day_start = _transition(naive - first, naive - second, zone) + second
+        if day_start % 86400:
+            return False  # the repeated stretch does not open the day
+        ref_naive = after + _offset(_dt.datetime.fromtimestamp(after, zone))
+        if ref_naive >= day_start:
+            return False  # the reference is on that day already, in its first pass
+        if rounded and ref_naive == day_start - 1:
+            return False  # one clock second across midnight
+        year, month, day = _wall_of(day_start - 86400)[:3]
+        if not self._month_ok[month]:  # a month step: from the reference itself, or from a 1st at 00:00
+            ref_wall = _wall_of(ref_naive)
+            return ref_wall[:2] == (year, month) and not (ref_wall[2] == 1 and ref_naive % 86400 < first - second)
+        matches = day in self._days(year, month)
+        if ref_naive < day_start - 86400:
+            return matches
+        if matches:  # the day before runs to its end; only its 23:xx crosses by the clock
+            return not (self._hour_ok[23] and (ref_naive - day_start) // 3600 == -1)
+        return ref_naive - (day_start - 86400) >= first - second
+
+    def _clock_crosses_gap(self, after: int, change: int, before: int, later: int, rounded: bool) -> bool:
+        """Does cron-parser step the clock (not the calendar) into a gap that touches midnight?
+
+        Only then does it shift a skipped time: when the reference is in the last second before
+        the gap with a fractional second, or in the hour before the gap, that hour allowed on a
+        matching day. When the gap ends at midnight the shifted run lands on the next day, which
+        must match too (BullMQ otherwise carries the shift to a later day, a time the pattern
+        does not name; we do not copy that and run the next natural time instead).
+        """
+        if (change + later) % 86400 == 0:
+            year, month, day = _wall_of(change + later)[:3]
+            if not (self._month_ok[month] and day in self._days(year, month)):
+                return False
         if rounded and after == change - 1:
             return True
         local = _wall_of(after + before)
-        if local[3] != 23 or not self._hour_ok[23] or not self._month_ok[local[1]]:
+        hour_before = (_wall_of(change + before)[3] - 1) % 24
+        if local[3] != hour_before or not self._hour_ok[hour_before] or not self._month_ok[local[1]]:
             return False
         return local[2] in self._days(local[0], local[1]) and change - after <= 3600
 

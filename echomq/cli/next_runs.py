@@ -80,7 +80,7 @@ def _explain_fields(pattern: str) -> list[str]:
 def _crontab_note(pattern: str) -> str:
     """A second opinion from python-crontab: would system cron take this line too?"""
     try:
-        from crontab import CronSlices
+        from crontab import CronSlices  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - python-crontab is an install requirement
         return ""
     valid = False

@@ -33,7 +33,7 @@ UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 
 HOUR_ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Australia/Sydney")
 ODD_ZONES = ("Australia/Lord_Howe", "Pacific/Chatham")  # 30- and 45-minute DST
-MIDNIGHT_ZONES = ("America/Havana", "America/Santiago", "Asia/Beirut", "America/Asuncion")
+MIDNIGHT_ZONES = ("America/Havana", "America/Santiago", "Asia/Beirut", "America/Asuncion", "America/Nuuk")
 FLAT_ZONES = ("Asia/Tokyo", "Asia/Kolkata", "Asia/Kathmandu", "America/Phoenix")
 
 MONTHS = ["jan", "FEB", "Mar", "apr", "MAY", "jun", "Jul", "aug", "SEP", "oct", "Nov", "DEC"]
