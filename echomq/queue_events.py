@@ -37,7 +37,7 @@ from .connection import (
     to_str,
 )
 from .errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
-from .events import EventName, GapNotice, decode_entry
+from .events import DECODING_BY_WIRE, EventName, GapNotice, decode_entry
 from .keys import QueueKeys
 
 logger = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ class QueueEvents:
         self._subscribers: tuple[tuple[Any, Callable[[Any, dict[str, Any]], None], Callable[[GapNotice], None]], ...] = ()
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._stopping = False  # mirrors _stop for the per-entry check (an attribute, not a call)
         self._done = threading.Event()
         self._running = False
         self._closed = False
@@ -257,8 +258,10 @@ class QueueEvents:
             # The reader and its sockets belong to the parent: touching them would unblock or
             # corrupt the parent's connection. Forget them here.
             self._closed = True
+            self._stopping = True
             self._stop.set()
             return
+        self._stopping = True
         self._stop.set()
         with self._lock:
             self._closed = True
@@ -464,18 +467,35 @@ class QueueEvents:
 
     def _deliver(self, entries: list[Any]) -> int:
         """Hand each entry to the handler and the subscribers, advancing the cursor entry by
-        entry; stops after the current entry when close() was called. The hot path of a replay,
-        hence the locals."""
+        entry; stops after the current entry when close() was called.
+
+        This is the hot path of a replay, so it inlines :func:`echomq.events.decode_entry` for
+        the reply our own connection gives (flat lists of str: it decodes UTF-8 in the parser).
+        """
         handler = self._handler.handle_event if self._handler is not None else None
         subscribers = self._subscribers
-        stopping = self._stop.is_set
-        decode = decode_entry
+        by_wire = DECODING_BY_WIRE
         delivered = 0
         cursor = self._cursor
         try:
             for entry_id, fields in entries:
-                event_type, data = decode(entry_id, fields)
-                cursor = data["event_id"]
+                if fields.__class__ is not list or (fields and fields[0].__class__ is not str):
+                    event_type, data = decode_entry(entry_id, fields)
+                else:
+                    it = iter(fields)
+                    data = dict(zip(it, it))
+                    wire = data.pop("event", "")
+                    spec = by_wire.get(wire)
+                    if spec is None:
+                        event_type = wire  # custom or unknown: passed through as the plain str
+                    else:
+                        event_type = spec[0]
+                        for name, decode in spec[1]:
+                            raw = data.get(name)
+                            if raw is not None:
+                                data[name] = decode(raw)
+                    data["event_id"] = entry_id
+                cursor = data["event_id"]  # already a str (decode_entry made it one)
                 delivered += 1
                 if handler is not None:
                     try:
@@ -488,7 +508,7 @@ class QueueEvents:
                     except Exception:
                         logger.exception("QueueEvents %r: subscriber %r failed on %s %s",
                                          self.queue_name, subscriber, event_type, cursor)
-                if stopping():
+                if self._stopping:
                     break
                 if subscribers is not self._subscribers:
                     subscribers = self._subscribers  # subscribe()/unsubscribe() from another thread

@@ -28,13 +28,15 @@ async function replay(queue, n) {
   let done;
   const finished = new Promise((resolve) => { done = resolve; });
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const qe = open(queue, { lastEventId: '0', blockingTimeout: 1000 });
   const onEvent = () => { count += 1; if (count === n) done(); };
   for (const kind of KINDS) qe.on(kind, onEvent);
   await finished;
   const elapsed = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
   await qe.close();
-  out({ events: count, seconds: elapsed, per_second: count / elapsed });
+  out({ events: count, seconds: elapsed, per_second: count / elapsed, cpu_seconds: (used.user + used.system) / 1e6 });
 }
 
 async function live(queue, n) {

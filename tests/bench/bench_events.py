@@ -4,7 +4,8 @@ One run, one real Redis (REDIS_URL or 127.0.0.1:6379), one pre-filled stream of 
 (20,000 jobs x added, waiting, active, progress, completed), a subscriber that only counts:
 
 1. replay throughput from ``last_event_id="0"``: EchoMQ, a bare ``XREAD COUNT`` loop and BullMQ
-   Node, with hiredis and with redis-py's pure-Python parser (the median of 3 runs each);
+   Node, with hiredis and with redis-py's pure-Python parser (best of 5 interleaved rounds,
+   wall-clock events/s and the reading process's CPU time per event);
 2. live latency, a producer process at 2,000 events/s for 5 s: XADD -> subscriber p50/p99,
    EchoMQ and then BullMQ Node on the same producer;
 3. ``close()`` latency in the middle of a 5 s BLOCK.
@@ -38,7 +39,7 @@ ROOT = HERE.parent.parent
 NODE_PATH = ROOT / "tests" / "interop" / "node_modules"
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 N = 100_000
-RUNS = 3
+RUNS = 5
 COUNT = 1000
 LIVE_RATE = 2000
 LIVE_SECONDS = 5.0
@@ -65,7 +66,15 @@ def prefill(conn: redis.Redis, key: str, n: int) -> None:
     pipe.execute()
 
 
-def echomq_replay(conn: redis.Redis, queue: str, n: int) -> float:
+class Sample:
+    """One replay: wall-clock events/s and CPU microseconds per event of the reading process."""
+
+    def __init__(self, n: int, seconds: float, cpu_seconds: float) -> None:
+        self.rate = n / seconds
+        self.cpu_us = cpu_seconds * 1e6 / n
+
+
+def echomq_replay(conn: redis.Redis, queue: str, n: int) -> Sample:
     done = threading.Event()
     seen = 0
 
@@ -77,18 +86,20 @@ def echomq_replay(conn: redis.Redis, queue: str, n: int) -> float:
 
     qe = QueueEvents(conn, queue, last_event_id="0", block_ms=1000, count=COUNT)
     qe.subscribe(count)
+    cpu = time.process_time()
     started = time.perf_counter()
     qe.start()
     if not done.wait(120):
         raise RuntimeError(f"EchoMQ replay got {seen} of {n}")
-    elapsed = time.perf_counter() - started
+    sample = Sample(n, time.perf_counter() - started, time.process_time() - cpu)
     qe.close()
-    return n / elapsed
+    return sample
 
 
-def bare_replay(conn: redis.Redis, key: str, n: int) -> float:
+def bare_replay(conn: redis.Redis, key: str, n: int) -> Sample:
     seen = 0
     last = "0"
+    cpu = time.process_time()
     started = time.perf_counter()
     while seen < n:
         reply = conn.xread({key: last}, count=COUNT, block=1000)
@@ -96,7 +107,12 @@ def bare_replay(conn: redis.Redis, key: str, n: int) -> float:
         for entry_id, fields in entries:
             seen += 1
         last = entries[-1][0]
-    return n / (time.perf_counter() - started)
+    return Sample(n, time.perf_counter() - started, time.process_time() - cpu)
+
+
+def bullmq_replay(queue: str, n: int) -> Sample:
+    result = node("replay", queue, str(n))
+    return Sample(n, result["seconds"], result["cpu_seconds"])
 
 
 def node(*args: str, on_line: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -112,10 +128,6 @@ def node(*args: str, on_line: Callable[[dict[str, Any]], None] | None = None) ->
     if proc.wait() != 0:
         raise RuntimeError(f"bench_events.js {args[0]} failed: {proc.stderr.read() if proc.stderr else ''}")
     return last
-
-
-def median_of(runs: int, fn: Callable[[], float]) -> float:
-    return statistics.median(fn() for _ in range(runs))
 
 
 # -- live latency ------------------------------------------------------------------------------
@@ -199,22 +211,34 @@ def main() -> int:
     try:
         print(f"pre-filling {key} with {N:,} events ...", flush=True)
         prefill(admin, key, N)
-        results: dict[str, float] = {}
-        for label, pure in (("hiredis", False), ("pure-Python parser", True)):
-            results[f"EchoMQ QueueEvents ({label})"] = median_of(RUNS, lambda: echomq_replay(client(pure), queue, N))
-            results[f"bare redis-py XREAD loop ({label})"] = median_of(RUNS, lambda: bare_replay(client(pure), key, N))
-        results["BullMQ 6.7 QueueEvents (Node)"] = median_of(RUNS, lambda: node("replay", queue, str(N))["per_second"])
-        bullmq = results["BullMQ 6.7 QueueEvents (Node)"]
-        print(f"\nreplay of {N:,} events from last_event_id='0', COUNT {COUNT}, median of {RUNS}")
-        print(f"  {'reader':<44}{'events/s':>12}{'vs BullMQ':>11}{'vs bare':>9}")
-        for name, rate in results.items():
-            parser = "pure-Python" if "pure" in name else "hiredis"
-            bare = results[f"bare redis-py XREAD loop ({parser} parser)" if parser == "pure-Python"
-                           else "bare redis-py XREAD loop (hiredis)"]
-            vs_bare = f"{rate / bare:.2f}x" if "Node" not in name else "-"
-            print(f"  {name:<44}{rate:>12,.0f}{rate / bullmq:>10.2f}x{vs_bare:>9}")
-        echo_h, echo_p = results["EchoMQ QueueEvents (hiredis)"], results["EchoMQ QueueEvents (pure-Python parser)"]
-        print(f"  hiredis buys EchoMQ {echo_h / echo_p:.2f}x on replay")
+        readers: dict[str, Callable[[], Sample]] = {
+            "EchoMQ QueueEvents (hiredis)": lambda: echomq_replay(client(False), queue, N),
+            "bare redis-py XREAD loop (hiredis)": lambda: bare_replay(client(False), key, N),
+            "EchoMQ QueueEvents (pure-Python parser)": lambda: echomq_replay(client(True), queue, N),
+            "bare redis-py XREAD loop (pure-Python parser)": lambda: bare_replay(client(True), key, N),
+            "BullMQ 6.7 QueueEvents (Node)": lambda: bullmq_replay(queue, N),
+        }
+        samples: dict[str, list[Sample]] = {name: [] for name in readers}
+        for _ in range(RUNS):  # interleaved rounds, so a burst of load elsewhere hits every reader
+            for name, run in readers.items():
+                samples[name].append(run())
+        best_rate = {name: max(x.rate for x in xs) for name, xs in samples.items()}
+        best_cpu = {name: min(x.cpu_us for x in xs) for name, xs in samples.items()}
+        node_name = "BullMQ 6.7 QueueEvents (Node)"
+        print(f"\nreplay of {N:,} events from last_event_id='0', COUNT {COUNT}, best of {RUNS} interleaved rounds")
+        print(f"  {'reader':<46}{'events/s':>10}{'vs BullMQ':>10}{'vs bare':>9}{'CPU us/ev':>11}{'vs BullMQ':>10}{'vs bare':>9}")
+        for name in readers:
+            bare = "bare redis-py XREAD loop (" + ("pure-Python parser)" if "pure" in name else "hiredis)")
+            rate, cpu = best_rate[name], best_cpu[name]
+            vs_bare = "-" if name == node_name else f"{rate / best_rate[bare]:.2f}x"
+            cpu_vs_bare = "-" if name == node_name else f"{best_cpu[bare] / cpu:.2f}x"
+            print(f"  {name:<46}{rate:>10,.0f}{rate / best_rate[node_name]:>9.2f}x{vs_bare:>9}"
+                  f"{cpu:>11.2f}{best_cpu[node_name] / cpu:>9.2f}x{cpu_vs_bare:>9}")
+        print("  (CPU ratios are speed ratios too: the other reader's CPU per event over this one's)")
+        echo_h = best_rate["EchoMQ QueueEvents (hiredis)"]
+        echo_p = best_rate["EchoMQ QueueEvents (pure-Python parser)"]
+        print(f"  hiredis buys EchoMQ {echo_h / echo_p:.2f}x on replay "
+              f"({best_cpu['EchoMQ QueueEvents (pure-Python parser)'] / best_cpu['EchoMQ QueueEvents (hiredis)']:.2f}x in CPU)")
 
         print(f"\nlive: producer at {LIVE_RATE}/s for {LIVE_SECONDS:.0f}s, XADD -> subscriber latency")
         echo_live = echomq_live(live_queues[0])
