@@ -145,6 +145,7 @@ class QueueEvents:
         self._running = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._loop_thread: threading.Thread | None = None
         self._guard = PidGuard()
         self._backoff = Backoff()
 
@@ -266,7 +267,12 @@ class QueueEvents:
         with self._lock:
             self._closed = True
             was_running = self._running
-        if was_running and threading.current_thread() is not self._thread:
+        if was_running and threading.current_thread() is self._loop_thread:
+            # From a subscriber, or a signal handler interrupting run(): the loop is below us
+            # on this very thread, so waiting for it would deadlock. Unblock and let it end.
+            self._interrupt()
+            return
+        if was_running:
             self._wait_stopped(timeout)
         if self._done.is_set() or not was_running:
             self._release()
@@ -327,6 +333,7 @@ class QueueEvents:
 
     # -- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
+        self._loop_thread = threading.current_thread()
         try:
             while not self._stop.is_set():
                 try:
@@ -348,6 +355,8 @@ class QueueEvents:
         finally:
             self._drop_connection()
             self._done.set()
+            if self._closed:
+                self._release()
 
     def run_once(self) -> int:
         """One read (blocking up to ``block_ms``) and the delivery of its entries; returns how many.
@@ -409,6 +418,8 @@ class QueueEvents:
         stream as it was just before the read (what the gap check needs)."""
         conn = self._conn
         assert self._cursor is not None
+        if self._stopping:
+            return None, []
         conn.send_packed_command(conn.pack_commands([
             ("XINFO", "STREAM", self.events_key),
             ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, self._cursor),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -245,6 +246,21 @@ def test_close_from_inside_a_subscriber_does_not_deadlock(connection: redis.Redi
     xadd(connection, queue_name, ["event", "drained"])
     assert qe._done.wait(5)
     assert qe.last_event_id is not None
+
+
+def test_a_signal_handler_can_close_run_in_the_main_thread(connection: redis.Redis, queue_name: str) -> None:
+    qe = QueueEvents(connection, queue_name, block_ms=5000)
+    previous = signal.signal(signal.SIGUSR1, lambda *_: qe.close())
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        started = time.monotonic()
+        qe.run()  # blocks in XREAD BLOCK 5000 until the handler closes it
+        assert time.monotonic() - started < 2
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+    assert qe._done.is_set()
 
 
 def test_context_manager_starts_and_stops(connection: redis.Redis, queue_name: str) -> None:
