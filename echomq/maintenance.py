@@ -104,6 +104,9 @@ class Maintenance:
         if not tokens:
             return []
         lost = self.transitions.extend_locks(tokens)
+        current = self.locks.snapshot()
+        # A job that finished while the renewal was in flight released its lock on purpose.
+        lost = [job_id for job_id in lost if current.get(job_id) == tokens[job_id]]
         for job_id in lost:
             # Another worker's stalled check took it, or someone removed it: our final move
             # will be refused, which is what keeps a job from finishing twice.
