@@ -226,6 +226,15 @@ await q.pause();
 await q.add('while-paused', {});
 await q.resume();
 await q.remove('c-1');
+await q.add('swap', {n: 8}, {delay: 5000, deduplication: {id: 'r', ttl: 60000, replace: true}});
+await q.add('swap', {n: 9}, {delay: 5000, deduplication: {id: 'r', ttl: 60000, replace: true}});
+await q.add('ext', {}, {deduplication: {id: 'e', ttl: 60000, extend: true}});
+await q.add('ext', {}, {deduplication: {id: 'e', ttl: 60000, extend: true}});
+const later = await q.getJob('2');
+await later.changeDelay(120000);
+await later.promote();
+await q.addBulk([{name: 'bulk', data: {i: 1}}, {name: 'bulk', data: {i: 2}, opts: {lifo: true}}]);
+await q.clean(0, 0, 'completed');
 const flow = new bullmq.FlowProducer({connection: connection(), prefix});
 await flow.add({name: 'parent', queueName: %(queue)s, data: {}, children: [
   {name: 'child', queueName: %(queue)s, data: {}}]});
@@ -248,6 +257,15 @@ def _sequence_echomq(queue: Queue) -> None:
     queue.add("while-paused", {})
     queue.resume()
     queue.remove("c-1")
+    queue.add("swap", {"n": 8}, delay=5000, deduplication={"id": "r", "ttl": 60000, "replace": True})
+    queue.add("swap", {"n": 9}, delay=5000, deduplication={"id": "r", "ttl": 60000, "replace": True})
+    queue.add("ext", {}, deduplication={"id": "e", "ttl": 60000, "extend": True})
+    queue.add("ext", {}, deduplication={"id": "e", "ttl": 60000, "extend": True})
+    later = queue.get_job("2")
+    later.change_delay(120000)
+    later.promote()
+    queue.add_bulk([("bulk", {"i": 1}), ("bulk", {"i": 2}, {"lifo": True})])
+    queue.clean(0, 0, "completed")
     queue.add_flow({"name": "parent", "data": {}}, [{"name": "child", "data": {}}])
 
 
