@@ -146,6 +146,13 @@ class Queue:
                  *, asc: bool = False) -> list[Job]:
         return queue_admin.get_jobs(self.client, self.keys, states, start, end, asc)
 
+    def set_events_max_len(self, max_len: int) -> None:
+        """Cap the events stream (meta ``opts.maxLenEvents``, what BullMQ's ``streams.events.maxLen``
+        sets); every capped XADD from then on trims to about ``max_len`` entries."""
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len <= 0:
+            raise InvalidInputError(f"set_events_max_len: max_len={max_len!r} must be an int > 0")
+        self.client.hset(self.keys.meta, "opts.maxLenEvents", max_len)
+
     def get_events_max_len(self) -> int:
         raw = self.client.hget(self.keys.meta, "opts.maxLenEvents")
         return int(to_str(raw)) if raw is not None else 10000

@@ -181,7 +181,11 @@ def test_trim_events(connection: redis.Redis, queue_name: str) -> None:
 
 def test_events_cap_comes_from_meta(connection: redis.Redis, queue_name: str) -> None:
     queue = Queue(connection, queue_name)
-    connection.hset(QueueKeys(queue_name).meta, "opts.maxLenEvents", 50)
+    assert queue.get_events_max_len() == 10000
+    with pytest.raises(InvalidInputError):
+        queue.set_events_max_len(0)
+    queue.set_events_max_len(50)
+    assert connection.hget(QueueKeys(queue_name).meta, "opts.maxLenEvents") == b"50"
     queue.add_bulk([("x", n) for n in range(400)])
     # MAXLEN ~ trims whole radix-tree nodes, so the stream stays near the cap, not at 800.
     assert connection.xlen(QueueKeys(queue_name).events) < 400
