@@ -17,9 +17,10 @@ A :class:`GapNotice` is not an event: it reports entries trimmed before we could
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping, Union
+from typing import Any
 
 
 class EventType(str, Enum):
@@ -65,7 +66,7 @@ _WIRE_BY_TYPE: dict[EventType, str] = {t: t.value.replace("_", "-") for t in Eve
 _TYPE_BY_WIRE: dict[str, EventType] = {wire: t for t, wire in _WIRE_BY_TYPE.items()}
 
 #: What a subscriber sees as ``event_type``: a known type, or the wire name as it came.
-EventName = Union[EventType, str]
+EventName = EventType | str
 
 def _to_int(raw: str) -> int | str:
     try:
@@ -103,6 +104,12 @@ DECODED_FIELDS: dict[EventType, tuple[tuple[str, Callable[[str], Any]], ...]] = 
     EventType.DELAYED: (("delay", _to_int),),
     EventType.RETRIES_EXHAUSTED: (("attemptsMade", _to_int),),
     EventType.CLEANED: (("count", _to_int),),
+}
+
+
+#: wire name -> (type, its decoders): one lookup per entry on the reader's hot path.
+DECODING_BY_WIRE: dict[str, tuple[EventType, tuple[tuple[str, Callable[[str], Any]], ...]]] = {
+    wire: (t, DECODED_FIELDS.get(t, ())) for t, wire in _WIRE_BY_TYPE.items()
 }
 
 
@@ -178,7 +185,7 @@ class GapNotice:
     never a ``str``, so it cannot be confused with an event name. ``approx_lost`` is estimated
     from XINFO STREAM (entries added minus length, minus what lay at or before our cursor);
     when the reader's position in the stream's history is unknown (it started from an explicit
-    id) it is an upper bound, and ``None`` when the server does not report the counters.
+    id) it is an upper bound, and ``None`` when entries were XDELeted (the count is unknown).
     """
 
     queue_name: str

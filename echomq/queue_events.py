@@ -8,8 +8,8 @@ BullMQ's consumer (protocol-bullmq5.md §4.3) where BullMQ loses or hides events
   returns, so an event written between two reads is never missed;
 - reads are batched with a bounded COUNT; the cursor advances entry by entry, and after a lost
   connection the reader reconnects (capped exponential backoff with jitter) and resumes from it;
-- each read is pipelined behind an XINFO STREAM: when ``max-deleted-entry-id`` is past our
-  cursor, producers trimmed entries we never saw, and subscribers get a :class:`GapNotice`;
+- each read is pipelined behind an XINFO STREAM: when producers trimmed entries past our
+  cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``);
 - ``close()`` unblocks the read with CLIENT UNBLOCK from a second connection (falling back to
   shutting the socket), so it returns in milliseconds instead of after the block.
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import socket
 import threading
-from typing import Any, Callable, Protocol, Union
+import time
+from typing import Any
 
 import redis
 
@@ -34,60 +34,19 @@ from .connection import (
     PidGuard,
     dedicated_client,
     resolve_connection,
-    to_str,
 )
 from .errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
-from .events import DECODING_BY_WIRE, EventName, GapNotice, decode_entry
+from .events import DECODING_BY_WIRE, decode_entry
 from .keys import QueueKeys
+from .stream_cursor import StreamCursor, info_dict
+from .subscribers import EVENT_TAG, GAP_TAG, Handler, Subscriber, Subscribers
+
+__all__ = ["EVENT_TAG", "GAP_TAG", "Handler", "QueueEvents", "Subscriber"]
 
 logger = logging.getLogger(__name__)
 
-#: The tag of the tuple a ``put()`` subscriber receives for each event.
-EVENT_TAG = "echomq_event"
-#: The tag of the tuple a ``put()`` subscriber receives for a trimmed gap.
-GAP_TAG = "echomq_gap"
-
 DEFAULT_COUNT = 1000
-_STREAM_ID = re.compile(r"^\d+(-\d+)?$")
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
-
-
-class _Putter(Protocol):
-    def put(self, item: Any) -> Any: ...
-
-
-Subscriber = Union[Callable[[Any, dict[str, Any]], Any], _Putter]
-
-
-class Handler:
-    """Subclass and define ``on_<event_type>(event_data)`` methods (``on_completed``, ...).
-
-    Custom event names are dispatched the same way with ``-`` read as ``_``
-    (``custom-thing`` -> ``on_custom_thing``). Override :meth:`handle_event` to take
-    everything, and :meth:`handle_gap` to react to trimmed entries.
-    """
-
-    def handle_event(self, event_type: EventName, event_data: dict[str, Any]) -> None:
-        method = getattr(self, "on_" + str(event_type).replace("-", "_"), None)
-        if method is not None:
-            method(event_data)
-
-    def handle_gap(self, notice: GapNotice) -> None:
-        logger.warning("events of queue %r were trimmed before they were read: %s",
-                       notice.queue_name, notice)
-
-
-def _parse_id(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def _pairs(reply: Any) -> dict[str, Any]:
-    """An XINFO STREAM reply (flat list in RESP2, map in RESP3) as a dict with str keys."""
-    if isinstance(reply, dict):
-        return {to_str(k): v for k, v in reply.items()}
-    items = list(reply)
-    return {to_str(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
 
 
 class QueueEvents:
@@ -112,10 +71,7 @@ class QueueEvents:
         count: int = DEFAULT_COUNT,
     ) -> None:
         self._keys = QueueKeys(queue_name, prefix)
-        if not isinstance(last_event_id, str) or not (last_event_id == "$" or _STREAM_ID.match(last_event_id)):
-            raise InvalidInputError(
-                f"last_event_id {last_event_id!r} must be '$', '0' or a stream id like '1700000000000-0'"
-            )
+        self._position = StreamCursor(last_event_id)
         if isinstance(block_ms, bool) or not isinstance(block_ms, int) or block_ms <= 0:
             raise InvalidInputError(f"block_ms {block_ms!r} must be a positive int (milliseconds)")
         if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
@@ -128,16 +84,8 @@ class QueueEvents:
         self.block_ms = block_ms
         self.count = count
         self._handler = handler
-        self._initial_id = last_event_id
-        # The cursor: the id of the last entry delivered (or the resolved start).
-        self._cursor: str | None = None if last_event_id == "$" else last_event_id
-        # How many entries the stream had ever received up to the cursor, when known: the
-        # anchor for estimating how many a trimmed gap lost.
-        self._cursor_index: int | None = 0 if last_event_id in ("0", "0-0") else None
-        self._replay_from_start = last_event_id in ("0", "0-0")
-        self._gap_reported_upto: tuple[int, int] = (0, 0)
 
-        self._subscribers: tuple[tuple[Any, Callable[[Any, dict[str, Any]], None], Callable[[GapNotice], None]], ...] = ()
+        self._subscribers = Subscribers()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stopping = False  # mirrors _stop for the per-entry check (an attribute, not a call)
@@ -165,47 +113,23 @@ class QueueEvents:
         :class:`GapNotice`, never a ``str``. Safe from any thread, also while running.
         """
         self._guard.check("QueueEvents")
-        put = getattr(subscriber, "put", None)
-        if callable(put):
-            def on_event(event_type: Any, data: dict[str, Any], _put: Callable[[Any], Any] = put) -> None:
-                _put((EVENT_TAG, event_type, data))
-
-            def on_gap(notice: GapNotice, _put: Callable[[Any], Any] = put) -> None:
-                _put((GAP_TAG, notice, notice.as_dict()))
-        elif callable(subscriber):
-            on_event = subscriber
-
-            def on_gap(notice: GapNotice, _fn: Callable[..., Any] = subscriber) -> None:
-                _fn(notice, notice.as_dict())
-        else:
-            raise InvalidInputError(
-                f"subscriber {subscriber!r} must be callable(event_type, event_data) or have a put() method"
-            )
-        with self._lock:
-            self._subscribers = self._subscribers + ((subscriber, on_event, on_gap),)
+        self._subscribers.add(subscriber)
 
     def unsubscribe(self, subscriber: Subscriber) -> bool:
         """Remove ``subscriber`` (its first subscription); False if it was not subscribed."""
-        with self._lock:
-            entries = list(self._subscribers)
-            for index, entry in enumerate(entries):
-                if entry[0] is subscriber or entry[0] == subscriber:
-                    del entries[index]
-                    self._subscribers = tuple(entries)
-                    return True
-        return False
+        return self._subscribers.remove(subscriber)
 
     @property
     def last_event_id(self) -> str | None:
         """The id of the last entry delivered (or the resolved start): save it to resume later."""
-        return self._cursor
+        return self._position.id
 
     @property
     def running(self) -> bool:
         return self._running and not self._done.is_set()
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "QueueEvents":
+    def start(self) -> QueueEvents:
         """Start the reader thread. ``"$"`` is resolved before this returns (when Redis answers)."""
         self._begin()
         self._thread = threading.Thread(target=self._loop, name=f"echomq-events-{self.queue_name}", daemon=True)
@@ -277,18 +201,16 @@ class QueueEvents:
         if self._done.is_set() or not was_running:
             self._release()
 
-    def __enter__(self) -> "QueueEvents":
+    def __enter__(self) -> QueueEvents:  # noqa: PYI034 (typing.Self needs 3.11)
         if not self._running:
             self.start()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _wait_stopped(self, timeout: float | None) -> None:
         """Unblock the reader until it notices the stop flag, within ``timeout``."""
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._done.is_set():
             unblocked = self._interrupt()
@@ -374,7 +296,10 @@ class QueueEvents:
             self._connect()
         info, entries = self._read()
         if info is not None:
-            self._check_gap(info, entries)
+            notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
+            if notice is not None:
+                logger.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
+                self._subscribers.deliver_gap(notice, self._handler)
         delivered = self._deliver(entries)
         self._backoff.reset()
         return delivered
@@ -385,8 +310,12 @@ class QueueEvents:
         try:
             conn.send_command("CLIENT", "ID")
             client_id = int(conn.read_response())
-            if self._cursor is None:
-                self._cursor, self._cursor_index = self._resolve_tail(conn)
+            if self._position.id is None:
+                conn.send_command("XINFO", "STREAM", self.events_key)
+                try:
+                    self._position.resolve_tail(info_dict(conn.read_response()))
+                except redis.ResponseError:  # no stream yet
+                    self._position.resolve_tail(None)
         except BaseException:
             self._client.connection_pool.release(conn)
             conn.disconnect()
@@ -394,16 +323,6 @@ class QueueEvents:
         with self._conn_lock:
             self._conn = conn
             self._client_id = client_id
-
-    def _resolve_tail(self, conn: Any) -> tuple[str, int | None]:
-        """``"$"`` as a concrete id: the stream's last generated id (``0-0`` if it does not exist)."""
-        conn.send_command("XINFO", "STREAM", self.events_key)
-        try:
-            info = _pairs(conn.read_response())
-        except redis.ResponseError:
-            return "0-0", 0
-        added = info.get("entries-added")
-        return to_str(info["last-generated-id"]), None if added is None else int(added)
 
     def _drop_connection(self) -> None:
         with self._conn_lock:
@@ -417,15 +336,16 @@ class QueueEvents:
         """XINFO STREAM then XREAD, pipelined: one round trip, and the XINFO describes the
         stream as it was just before the read (what the gap check needs)."""
         conn = self._conn
-        assert self._cursor is not None
+        cursor = self._position.id
+        assert cursor is not None
         if self._stopping:
             return None, []
         conn.send_packed_command(conn.pack_commands([
             ("XINFO", "STREAM", self.events_key),
-            ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, self._cursor),
+            ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor),
         ]))
         try:
-            info: dict[str, Any] | None = _pairs(conn.read_response())
+            info: dict[str, Any] | None = info_dict(conn.read_response())
         except redis.ResponseError:
             info = None  # no stream yet
         reply = conn.read_response()
@@ -435,47 +355,6 @@ class QueueEvents:
             return info, next(iter(reply.values()))
         return info, reply[0][1]
 
-    def _check_gap(self, info: dict[str, Any], entries: list[Any]) -> None:
-        """Deliver a GapNotice when entries after the cursor vanished before this read.
-
-        Trimming moves ``first-entry`` past the cursor and counts in ``entries-added - length``;
-        XDEL moves ``max-deleted-entry-id``. With the cursor's position in the stream's history
-        known (``$``/``0`` starts) the loss is exact up to interleaving writers; from an explicit
-        id it is an upper bound.
-        """
-        added, length = info.get("entries-added"), info.get("length")
-        if added is None or length is None or self._cursor is None:
-            return  # Redis < 7 does not report the counters
-        trimmed = int(added) - int(length)
-        if self._replay_from_start:
-            # "0" asks for whatever the stream holds now; what was trimmed before is not a gap.
-            self._replay_from_start = False
-            self._cursor_index = trimmed
-            return
-        cursor = _parse_id(self._cursor)
-        first = info.get("first-entry")
-        passed = _parse_id(to_str(first[0])) > cursor if first else _parse_id(
-            to_str(info.get("last-generated-id") or "0-0")) > cursor
-        deleted = _parse_id(to_str(info.get("max-deleted-entry-id") or "0-0"))
-        xdeleted = deleted > cursor and deleted > self._gap_reported_upto
-        if self._cursor_index is None:
-            lost = trimmed
-            gap = (passed and trimmed > 0) or xdeleted
-        else:
-            lost = int(added) - self._cursor_index - int(length)
-            gap = lost > 0 and (passed or xdeleted)
-        if not gap:
-            return
-        self._gap_reported_upto = max(deleted, self._gap_reported_upto)
-        self._cursor_index = trimmed
-        if entries:
-            to_id = to_str(entries[0][0])
-        else:
-            to_id = to_str(first[0]) if first else to_str(info.get("last-generated-id"))
-        notice = GapNotice(self.queue_name, self._cursor, to_id, max(lost, 0))
-        logger.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
-        self._deliver_gap(notice)
-
     def _deliver(self, entries: list[Any]) -> int:
         """Hand each entry to the handler and the subscribers, advancing the cursor entry by
         entry; stops after the current entry when close() was called.
@@ -484,10 +363,11 @@ class QueueEvents:
         the reply our own connection gives (flat lists of str: it decodes UTF-8 in the parser).
         """
         handler = self._handler.handle_event if self._handler is not None else None
-        subscribers = self._subscribers
+        registry = self._subscribers
+        subscribers = registry.current
         by_wire = DECODING_BY_WIRE
         delivered = 0
-        cursor = self._cursor
+        cursor = self._position.id
         try:
             for entry_id, fields in entries:
                 if fields.__class__ is not list or (fields and fields[0].__class__ is not str):
@@ -521,23 +401,9 @@ class QueueEvents:
                                          self.queue_name, subscriber, event_type, cursor)
                 if self._stopping:
                     break
-                if subscribers is not self._subscribers:
-                    subscribers = self._subscribers  # subscribe()/unsubscribe() from another thread
+                if subscribers is not registry.current:
+                    subscribers = registry.current  # subscribe()/unsubscribe() from another thread
         finally:
-            self._cursor = cursor
-            if self._cursor_index is not None:
-                self._cursor_index += delivered
+            if delivered:
+                self._position.advance(cursor, delivered)  # type: ignore[arg-type]
         return delivered
-
-    def _deliver_gap(self, notice: GapNotice) -> None:
-        handler = self._handler
-        if handler is not None and callable(getattr(handler, "handle_gap", None)):
-            try:
-                handler.handle_gap(notice)
-            except Exception:
-                logger.exception("QueueEvents %r: handler failed on %s", self.queue_name, notice)
-        for subscriber, _, on_gap in self._subscribers:
-            try:
-                on_gap(notice)
-            except Exception:
-                logger.exception("QueueEvents %r: subscriber %r failed on %s", self.queue_name, subscriber, notice)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from echomq.events import EventType, GapNotice, decode_entry, encode_event, parse_event_type
+from echomq.events import (
+    EventType,
+    GapNotice,
+    decode_entry,
+    encode_event,
+    parse_event_type,
+)
 
 # Every event BullMQ 6.7 writes, as its scripts write it (protocol-bullmq5.md §4.1,
 # protocol-v6-differences.md §D), with the decoded event_data a subscriber must see.

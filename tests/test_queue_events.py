@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 import redis
+from test_events import WIRE_TABLE
 
 from echomq import EventType, GapNotice, Handler, QueueEvents
 from echomq.errors import ForkedProcessError, InvalidInputError, InvalidQueueNameError
 from echomq.keys import QueueKeys
-from test_events import WIRE_TABLE
 
 
 def events_key(queue_name: str) -> str:
@@ -79,7 +79,8 @@ def test_every_event_type_reaches_callback_queue_and_handler(connection: redis.R
 
 def test_custom_events_reach_subscribers_and_handler_methods(connection: redis.Redis, queue_name: str) -> None:
     class Custom(Handler):
-        seen: list[dict[str, Any]] = []
+        def __init__(self) -> None:
+            self.seen: list[dict[str, Any]] = []
 
         def on_custom_thing(self, data: dict[str, Any]) -> None:
             self.seen.append(data)
@@ -278,12 +279,12 @@ def test_long_blocks_outlive_the_clients_socket_timeout(real_connection: redis.R
                                                         queue_name: str, caplog: pytest.LogCaptureFixture) -> None:
     # The host's client has a 0.5 s socket timeout; a 1.5 s BLOCK must not trip over it.
     host = redis.Redis.from_url(redis_url, socket_timeout=0.5)
-    with caplog.at_level(logging.WARNING, logger="echomq.queue_events"):
-        with QueueEvents(host, queue_name, block_ms=1500) as qe:
-            got, cond = collect(qe)
-            time.sleep(2.0)
-            xadd(real_connection, queue_name, ["event", "drained"])
-            wait_for(cond, lambda: len(got) == 1)
+    with caplog.at_level(logging.WARNING, logger="echomq.queue_events"), \
+            QueueEvents(host, queue_name, block_ms=1500) as qe:
+        got, cond = collect(qe)
+        time.sleep(2.0)
+        xadd(real_connection, queue_name, ["event", "drained"])
+        wait_for(cond, lambda: len(got) == 1)
     host.close()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 

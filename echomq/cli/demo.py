@@ -17,7 +17,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Sequence, TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import redis
 
@@ -58,7 +59,8 @@ def lifecycle(now_ms: int) -> Story:
 
 def write_story(client: redis.Redis, keys: QueueKeys, story: Story, pause_s: float) -> None:
     for event_type, fields in story:
-        client.xadd(keys.events, encode_event(event_type, fields))
+        entry: dict[Any, Any] = encode_event(event_type, fields)
+        client.xadd(keys.events, entry)
         if pause_s:
             time.sleep(pause_s)
 

@@ -24,8 +24,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import redis
 from redis.connection import _RESP2Parser
@@ -150,7 +151,7 @@ def start_producer(queue: str) -> subprocess.Popen[bytes]:
 
 def percentiles(latencies_us: list[float]) -> dict[str, float]:
     ordered = sorted(latencies_us)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]
     return {"events": len(ordered), "p50_us": pick(0.5), "p99_us": pick(0.99), "max_us": ordered[-1]}
 
 
