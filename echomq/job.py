@@ -157,6 +157,15 @@ class Job:
     def get_logs(self, start: int = 0, end: int = -1) -> list[str]:
         return [to_str(line) for line in self.connection.lrange(self.keys.job_logs(self.id), start, end)]
 
+    def get_children_values(self) -> dict[str, Any]:
+        """Return values of the children that completed, by full child key (a flow parent's inputs)."""
+        raw = self.connection.hgetall(self.keys.job_processed(self.id))
+        return {to_str(k): _json_or_raw(to_str(v)) for k, v in raw.items()}
+
+    def get_pending_dependencies(self) -> list[str]:
+        """Full keys of the children that have not completed yet."""
+        return sorted(to_str(k) for k in self.connection.smembers(self.keys.job_dependencies(self.id)))
+
     # -- operations ---------------------------------------------------------------------------
     def update_progress(self, progress: Any) -> None:
         """Store progress (a number or a JSON-able object) and write the ``progress`` event."""

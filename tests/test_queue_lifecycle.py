@@ -50,3 +50,27 @@ def test_flow_parent_runs_after_its_children(connection: redis.Redis, queue_name
     assert order == ["part", "part", "sum"]
     waiting = [d for e, d in read_events(connection, queue_name) if e == "waiting" and d["jobId"] == parent.id]
     assert waiting == [{"jobId": parent.id, "prev": "waiting-children"}]
+
+
+def test_flow_with_a_child_in_another_queue(connection: redis.Redis, queue_name: str) -> None:
+    other = queue_name + "-b"
+    queue, other_queue = Queue(connection, queue_name), Queue(connection, other)
+    try:
+        parent = queue.add_flow({"name": "sum", "data": {}},
+                                [{"name": "part", "data": {"n": 1}},
+                                 {"name": "remote", "data": {"n": 5}, "queue": other}])
+        [remote] = other_queue.get_jobs("waiting")
+        assert remote.parent == {"id": parent.id, "queueKey": queue.keys.base}
+        assert parent.get_pending_dependencies() == sorted(
+            [queue.get_jobs("waiting")[0].key, remote.key])
+        with Running(Worker(connection, other, lambda job: job.data["n"] * 10)):
+            assert wait_until(lambda: len(parent.get_pending_dependencies()) == 1)
+        assert parent.get_state() == "waiting-children"
+        with Running(Worker(connection, queue_name, lambda job: sum(job.get_children_values().values())
+                            if job.name == "sum" else job.data["n"])):
+            assert wait_until(lambda: parent.get_state() == "completed")
+        assert parent.reload().return_value == 51
+    finally:
+        keys = list(connection.scan_iter(match=other_queue.keys.all_keys_pattern()))
+        if keys:
+            connection.delete(*keys)
