@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .errors import raise_for_code
+from .errors import InvalidJobOptionsError, raise_for_code
 from .keys import QueueKeys
 from .options import dumps_json, encode_job_options, validate_job_name
 from .scripts import LuaScript, script
@@ -66,6 +66,11 @@ class AddPlanner:
         merged = {**self.defaults, **opts} if self.defaults else opts
         # BullMQ's Job constructor always stores attempts (0 unless given), first.
         stored: dict[str, Any] = {"attempts": 0, **encode_job_options(merged)} if merged else {"attempts": 0}
+        limit = stored.get("sizeLimit")
+        if limit is not None and len(data_json.encode("utf-8")) > limit:
+            raise InvalidJobOptionsError(
+                f"job option size_limit={limit!r}: the data of job {name!r} is "
+                f"{len(data_json.encode('utf-8'))} bytes of JSON, over the limit")
         repeat_job_key = stored.pop("repeatJobKey", "")
         timestamp = int(stored["timestamp"]) if "timestamp" in stored else int(time.time() * 1000)
         parent_key = parent_deps = parent_json = ""

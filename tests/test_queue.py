@@ -196,6 +196,7 @@ def test_child_naming_a_missing_parent_is_refused(connection: redis.Redis, queue
     lambda q: q.add("x", float("nan")),
     lambda q: q.add(42),
     lambda q: q.add("x", colour="red"),
+    lambda q: q.add("x", {"blob": "y" * 100}, size_limit=50),
     lambda q: q.add_bulk([("ok", 1), ("bad", 2, {"delay": -5})]),
     lambda q: q.add_bulk([{"name": "a", "dat": 1}]),
     lambda q: q.add_flow({"name": "p"}, [{"name": "c", "opts": {"priority": -1}}]),
