@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from echomq.errors import InvalidJobOptionsError
 from echomq.options import PRIORITY_LIMIT, decode_job_options, encode_job_options
@@ -128,3 +130,24 @@ def test_unknown_option_suggests_the_close_name() -> None:
 def test_custom_ids_bullmq_accepts_are_accepted() -> None:
     for job_id in ("order-1", "012", "repeat:s:1700000000000", "a b", "1.5"):
         assert encode_job_options({"job_id": job_id}) == {"jobId": job_id}
+
+_ids = st.text(alphabet="abcdefgh-_", min_size=1, max_size=8)
+_valid = st.fixed_dictionaries({}, optional={
+    "job_id": _ids.filter(lambda s: not s.lstrip("-").isdigit()),
+    "delay": st.integers(0, 10**12),
+    "priority": st.integers(0, PRIORITY_LIMIT),
+    "lifo": st.booleans(),
+    "attempts": st.integers(0, 100),
+    "backoff": st.fixed_dictionaries({"type": st.sampled_from(["fixed", "exponential"]),
+                                      "delay": st.integers(0, 10**6)}),
+    "remove_on_complete": st.one_of(st.booleans(), st.integers(0, 10**4),
+                                    st.fixed_dictionaries({"age": st.integers(0, 10**6)})),
+    "keep_logs": st.integers(0, 1000),
+    "deduplication": st.fixed_dictionaries({"id": _ids}, optional={"ttl": st.integers(1, 10**6),
+                                                                   "extend": st.booleans()}),
+})
+
+
+@given(_valid)
+def test_valid_options_round_trip(opts: dict[str, Any]) -> None:
+    assert decode_job_options(encode_job_options(opts)) == opts
