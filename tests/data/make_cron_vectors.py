@@ -6,6 +6,7 @@
     (cd /tmp/cron-oracle && npm ci --ignore-scripts)
     .venv/bin/python tests/data/make_cron_vectors.py --oracle /tmp/cron-oracle      # writes the vectors
     .venv/bin/python tests/data/make_cron_vectors.py --compare                       # agreement table
+    .venv/bin/python tests/data/make_cron_vectors.py --oracle /tmp/cron-oracle --probe 30000 --seed 1
 
 The corpus is deterministic (fixed seed). Each line of ``cron_vectors.jsonl`` is one case:
 ``cat`` (category), ``pattern``, ``tz``, ``ref`` (epoch ms), optional ``startDate``/``endDate``,
@@ -476,11 +477,52 @@ def _show(value: int | None, tz: str) -> str:
     return "none" if value is None else dt.datetime.fromtimestamp(value / 1000, ZoneInfo(tz)).isoformat()
 
 
+PROBE_ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Australia/Sydney", "America/Chicago",
+               "America/Los_Angeles", "Europe/Paris", "Pacific/Auckland", "America/Havana", "America/Santiago",
+               "Asia/Beirut", "America/Asuncion", "America/Nuuk", "Europe/Dublin", "Africa/Casablanca",
+               "America/St_Johns", "Australia/Adelaide", "America/Sao_Paulo", "Asia/Tehran", "Europe/Moscow",
+               "America/Mexico_City", "Asia/Jerusalem", "Europe/Chisinau", "Antarctica/Troll")
+
+
+def probe(oracle_dir: Path, count: int, seed: int) -> None:
+    """Random DST cases in many zones (2000-2030), asked live, not stored: report disagreements."""
+    rng = random.Random(seed)
+    pool = [(zone, t) for zone in PROBE_ZONES for t in transitions(zone, 2000, 2030)]
+    cases = []
+    for _ in range(count):
+        zone, t = rng.choice(pool)
+        h, h1, hm = hours_for(zone, t)
+        fields = rand_pattern(rng).split()
+        if rng.random() < 0.6:
+            fields[-4] = rng.choice([str(h), f"{hm}-{h1}", f"{h},{h1}", "*", f"*/{rng.randint(1, 3)}", f"{h}-23"])
+        ref = t + rng.choice([rng.randint(-4 * 3600_000, 4 * 3600_000), rng.randint(-40 * 86400_000, 40 * 86400_000),
+                              rng.randint(-3, 3) * 3600_000 + rng.choice([-1000, -999, -1, 0, 1, 500])])
+        cases.append({"cat": "probe", "pattern": " ".join(fields), "tz": zone, "ref": ref})
+    for case, answer in zip(cases, run_oracle(oracle_dir, cases)):
+        case.update(next=answer["next"], error=answer["error"])
+    differ: Counter[str] = Counter()
+    for case in cases:
+        got = ours(case)
+        if not agrees(case, got):
+            differ[case["tz"]] += 1
+            print(f"{case['tz']} {case['pattern']!r} ref {_show(case['ref'], case['tz'])}: "
+                  f"BullMQ {_show(case['next'], case['tz'])}, echomq {_show(got[0], case['tz'])}")
+    print(f"{count} cases in {len(PROBE_ZONES)} zones: {sum(differ.values())} differ {dict(differ)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--oracle", type=Path, help="a directory holding oracle.js with node_modules installed")
     parser.add_argument("--compare", action="store_true", help="score the candidate libraries on the vectors")
+    parser.add_argument("--probe", type=int, metavar="N", help="with --oracle: N random live DST cases, not stored")
+    parser.add_argument("--seed", type=int, default=1, help="seed for --probe")
     args = parser.parse_args()
+    if args.probe:
+        if not args.oracle:
+            parser.error("--probe needs --oracle")
+        sys.path.insert(0, str(HERE.parent.parent))
+        probe(args.oracle.resolve(), args.probe, args.seed)
+        return 0
     if args.oracle:
         make(args.oracle.resolve())
     if args.compare:
