@@ -15,6 +15,10 @@ follows what BullMQ does in whole-hour zones, generalised so it also holds in th
 * Overlap (fall back): a wall time that occurs twice runs in the first pass. Its second pass
   runs only when the hour field allows all 24 hours, or when the reference itself is already
   inside the second pass.
+
+Where a transition touches midnight, cron-parser steps the calendar rather than the clock and
+so sees a different day; that is reproduced, as is one fall-back quirk, so the two runtimes
+agree (docs/cron.md lists each rule and the few cases where we keep the right answer instead).
 """
 
 from __future__ import annotations
@@ -354,8 +358,16 @@ def _transition(low: int, high: int, zone: ZoneInfo) -> int:
     return high
 
 
-@functools.lru_cache(maxsize=1024)
 def compile_schedule(pattern: str, tz: str | None = None) -> CronSchedule:
     """Parse and compile once per (pattern, tz); raises InvalidScheduleError."""
+    if not isinstance(pattern, str):
+        raise InvalidScheduleError(f"pattern {pattern!r}: must be a string")
+    if tz is not None and not isinstance(tz, str):
+        raise InvalidScheduleError(f"tz {tz!r}: must be an IANA zone name string")
+    return _compile(pattern, tz)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile(pattern: str, tz: str | None) -> CronSchedule:
     zone = resolve_zone(tz)
     return CronSchedule(pattern, tz, parse_pattern(pattern), zone)

@@ -83,6 +83,7 @@ def test_scheduler_hash_fields_pass_through() -> None:
     ({"pattern": 5}, "pattern 5"),
     ({"pattern": "0 0 * * 8"}, "day-of-week (field 5 of 5) '8'"),
     ({"pattern": "0 9 * * *", "tz": "Mars/Olympus"}, "tz 'Mars/Olympus': unknown time zone"),
+    ({"pattern": "0 9 * * *", "tz": ["Europe/Berlin"]}, "tz ['Europe/Berlin']: must be"),
     ({"every": 1000, "tz": "Nowhere/Land"}, "unknown time zone"),
     ({"pattern": "0 9 * * *", "start_date": 10, "end_date": 5}, "end_date 5: is before start_date 10"),
     ({"pattern": "0 9 * * *", "start_date": 1, "startDate": 2}, "given both ways"),
