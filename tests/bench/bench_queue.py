@@ -31,7 +31,7 @@ URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 SINGLE = int(os.environ.get("BENCH_SINGLE", "5000"))
 BULK = int(os.environ.get("BENCH_BULK", "50000"))
 BATCH = 1000
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 
 
 def data(i: int) -> dict:
