@@ -23,7 +23,6 @@ _KNOWN = frozenset({"every", "pattern", "immediately", "tz", "start_date", "end_
                     "utc", "key", "jobId", "job_id",
                     # fields of a scheduler hash, so a record read back from Redis can be passed as is
                     "name", "opts", "data", "ic", "next", "iterationCount", "iteration_count"})
-_CAMEL = {"startDate": "start_date", "endDate": "end_date"}
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone(_dt.timedelta(0)))
 
 
@@ -51,12 +50,11 @@ def _epoch_ms(field: str, value: Any) -> int | None:
     raise InvalidScheduleError(f"{field} {value!r}: must be epoch milliseconds or an aware datetime")
 
 
-def _option(opts: Mapping[str, Any], name: str) -> Any:
-    camel = {v: k for k, v in _CAMEL.items()}.get(name)
-    if camel is not None and opts.get(name) is not None and opts.get(camel) is not None:
-        raise InvalidScheduleError(f"{name}/{camel}: given both ways ({opts[name]!r} and {opts[camel]!r}); pass one")
-    value = opts.get(name)
-    return opts.get(camel) if value is None and camel is not None else value
+def _option(opts: Mapping[str, Any], name: str, camel: str) -> Any:
+    value, other = opts.get(name), opts.get(camel)
+    if value is not None and other is not None:
+        raise InvalidScheduleError(f"{name}/{camel}: given both ways ({value!r} and {other!r}); pass one")
+    return other if value is None else value
 
 
 def _every_ms(value: Any) -> int:
@@ -89,15 +87,15 @@ def calculate_next_millis(repeat_opts: Mapping[str, Any], reference_time: int | 
     """
     if not isinstance(repeat_opts, Mapping):
         raise InvalidScheduleError(f"repeat_opts {repeat_opts!r}: must be a mapping")
-    unknown = set(repeat_opts) - _KNOWN
+    unknown = repeat_opts.keys() - _KNOWN
     if unknown:
         raise InvalidScheduleError(f"repeat_opts: unknown option(s) {sorted(unknown)!r}")
     if reference_time is None:
         reference_time = int(time.time() * 1000)
     elif isinstance(reference_time, bool) or not isinstance(reference_time, int):
         raise InvalidScheduleError(f"reference_time {reference_time!r}: must be epoch milliseconds (int)")
-    start = _epoch_ms("start_date", _option(repeat_opts, "start_date"))
-    end = _epoch_ms("end_date", _option(repeat_opts, "end_date"))
+    start = _epoch_ms("start_date", _option(repeat_opts, "start_date", "startDate"))
+    end = _epoch_ms("end_date", _option(repeat_opts, "end_date", "endDate"))
     if start is not None and end is not None and end < start:
         raise InvalidScheduleError(f"end_date {end!r}: is before start_date {start!r}")
     pattern = repeat_opts.get("pattern")
