@@ -303,6 +303,12 @@ def exact_cases(rng: random.Random, answered: list[dict[str, Any]]) -> list[dict
     for case in rng.sample(picks, min(300, len(picks))):
         for delta in (-1, 0, 1):
             out.append({"cat": "exact", "pattern": case["pattern"], "tz": case["tz"], "ref": case["next"] + delta})
+    # start and end dates exactly on a run and one millisecond either side
+    for case in rng.sample(picks, min(120, len(picks))):
+        base = {"cat": "exact_bounds", "pattern": case["pattern"], "tz": case["tz"], "ref": case["ref"]}
+        for delta in (-1, 0, 1):
+            out.append({**base, "endDate": case["next"] + delta})
+            out.append({**base, "startDate": case["next"] + delta})
     return out
 
 
