@@ -181,7 +181,10 @@ class Worker:
             for thread in processors:
                 thread.start()
             threads = [maintenance, *processors]
-            self._fetch_loop()
+            try:
+                self._fetch_loop()
+            finally:
+                self.transitions.release_thread_connection()
         finally:
             self._fetcher_done.set()
             self._shutdown(threads)
@@ -313,17 +316,20 @@ class Worker:
 
     # -- processing -------------------------------------------------------------------------
     def _processor_loop(self) -> None:
-        while True:
-            item = self._handoff.get()
-            if item is None:
-                return
-            fetched, token = item
-            current: Fetched | None = fetched
-            while current is not None and current.job_id is not None:
-                if self._abandoned.is_set():
-                    break
-                current = self._process(current, token)
-            self._release_slot()
+        try:
+            while True:
+                item = self._handoff.get()
+                if item is None:
+                    return
+                fetched, token = item
+                current: Fetched | None = fetched
+                while current is not None and current.job_id is not None:
+                    if self._abandoned.is_set():
+                        break
+                    current = self._process(current, token)
+                self._release_slot()
+        finally:
+            self.transitions.release_thread_connection()
 
     def _process(self, fetched: Fetched, token: str) -> Fetched | None:
         """Run one attempt and record its outcome; return the next job if fetch-next took one."""
@@ -348,11 +354,12 @@ class Worker:
     def _finish(self, state: WorkerJob, move: Callable[[bool], Fetched | None]) -> Fetched | None:
         """Run the final move, retrying through connection losses; a refused move (lock lost,
         no longer active) is logged: another worker owns the job now."""
-        backoff = Backoff(base=0.1, cap=10.0)
+        backoff: Backoff | None = None  # built on the first error only: the hot path stays lean
         while not self._abandoned.is_set():
             try:
                 return move(not self._stop.is_set())
             except CONNECTION_ERRORS as exc:
+                backoff = backoff or Backoff(base=0.1, cap=10.0)
                 self._pause_after_error(f"finishing job {state.job_id}", exc, backoff)
                 if self._stop.is_set():
                     time.sleep(backoff.next_delay())
