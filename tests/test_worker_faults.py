@@ -105,3 +105,46 @@ def test_a_redis_restart_under_a_running_worker_loses_no_job(redis_server_factor
     values = sorted(int(restarted.hget(k.job(j.decode()), "returnvalue")) for j in restarted.zrange(k.completed, 0, -1))
     assert values == list(range(40))
     restarted.close()
+
+
+_SIGTERM_CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    from echomq.worker import Worker
+
+    def slow(job):
+        print("started", job.id, flush=True)
+        time.sleep(0.5)
+        return "finished"
+
+    worker = Worker(sys.argv[1], sys.argv[2], slow)
+    signal.signal(signal.SIGTERM, lambda signum, frame: worker.close())  # the host's handler
+    worker.run()  # in the main thread, as a management command would
+    print("closed", flush=True)
+    """
+)
+
+
+def test_close_from_the_hosts_sigterm_handler(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    name = f"faults-sigterm-{os.getpid()}-{time.monotonic_ns()}"
+    k = QueueKeys(name)
+    queue = Queue(client, name)
+    first = queue.add("slow").id
+    queue.add("slow")
+    child = subprocess.Popen([sys.executable, "-c", _SIGTERM_CHILD, redis_url, name], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().split() == ["started", first]
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0 and out.strip() == "closed"
+    assert [x.decode() for x in client.zrange(k.completed, 0, -1)] == [first]  # the running job finished
+    assert client.llen(k.active) == 0 and client.llen(k.wait) == 1  # the next one was not started
+    for key in client.scan_iter(match=k.all_keys_pattern()):
+        client.delete(key)
+    client.close()
