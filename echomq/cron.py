@@ -28,7 +28,7 @@ import functools
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from .cron_parse import CronFields, parse_pattern
 from .errors import InvalidScheduleError
@@ -42,6 +42,7 @@ _MONTH_LENGTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _MAX_DAY_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _FIXED_OFFSET = re.compile(r"utc([+-][0-9]{1,2})(?::([0-9]{2}))?", re.IGNORECASE)
 _LOCAL_NAMES = ("default", "local", "system")
+_NOT_ZONES = frozenset({"factory", "localtime", "posixrules"})  # files in zoneinfo that Node refuses
 
 
 def _month_length(year: int, month: int) -> int:
@@ -89,6 +90,12 @@ def resolve_zone(tz: str | None) -> Zone:
         if abs(total) >= 24 * 60 or minutes >= 60:
             raise InvalidScheduleError(f"tz {tz!r}: offset out of range")
         return total * 60
+    if lowered in _NOT_ZONES or lowered.startswith(("posix/", "right/")):
+        raise InvalidScheduleError(f"tz {tz!r}: not a time zone BullMQ accepts")
+    try:
+        return ZoneInfo(tz)  # the exact name: no need to list every zone on disk
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        pass
     key = _zone_keys().get(lowered)
     if key is None:
         raise InvalidScheduleError(f"tz {tz!r}: unknown time zone (expected an IANA name such as 'Europe/Berlin')")
