@@ -337,3 +337,16 @@ def test_run_twice_is_refused(connection: redis.Redis, queue_name: str) -> None:
         time.sleep(0.05)
     with pytest.raises(Exception, match="runs once"):
         worker.run()
+
+
+def test_limiter_spaces_jobs_across_the_queue(connection: redis.Redis, queue_name: str) -> None:
+    k = QueueKeys(queue_name)
+    for _ in range(6):
+        seed_job(connection, queue_name)
+    starts: list[float] = []
+    t0 = time.monotonic()
+    with Running(Worker(connection, queue_name, lambda job: starts.append(time.monotonic() - t0), concurrency=3,
+                        limiter={"max": 2, "duration": 400})):
+        assert wait_until(lambda: connection.zcard(k.completed) == 6, timeout=10)
+    # two per 400 ms window: the 5th and 6th cannot start before the third window
+    assert starts[4] >= 0.75 and starts[5] >= 0.75, starts
