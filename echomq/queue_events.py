@@ -94,6 +94,7 @@ class QueueEvents:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._loop_thread: threading.Thread | None = None
+        self._release_on_exit = False  # close() was called from the loop's own thread
         self._guard = PidGuard()
         self._backoff = Backoff()
 
@@ -193,7 +194,9 @@ class QueueEvents:
             was_running = self._running
         if was_running and threading.current_thread() is self._loop_thread:
             # From a subscriber, or a signal handler interrupting run(): the loop is below us
-            # on this very thread, so waiting for it would deadlock. Unblock and let it end.
+            # on this very thread, so waiting for it would deadlock. Unblock and let it end;
+            # the loop releases the connections on its way out.
+            self._release_on_exit = True
             self._interrupt()
             return
         if was_running:
@@ -221,6 +224,7 @@ class QueueEvents:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 logger.warning("QueueEvents %r: reader did not stop within %.3fs", self.queue_name, timeout)
+                self._release_on_exit = True  # a subscriber holds it: it cleans up when it ends
                 return
         if self._thread is not None:
             self._thread.join(0 if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -232,7 +236,7 @@ class QueueEvents:
             return False
         try:
             return bool(self._control.execute_command("CLIENT", "UNBLOCK", client_id))
-        except redis.RedisError as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure here has the same fallback
             logger.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
         with self._conn_lock:
             sock = getattr(self._conn, "_sock", None)
@@ -277,7 +281,7 @@ class QueueEvents:
         finally:
             self._drop_connection()
             self._done.set()
-            if self._closed:
+            if self._release_on_exit:
                 self._release()
 
     def run_once(self) -> int:
