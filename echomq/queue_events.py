@@ -293,6 +293,8 @@ class QueueEvents:
         """
         if self._closed:
             raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
+        if self._running and threading.current_thread() is not self._loop_thread:
+            raise InvalidInputError("run_once() cannot step a QueueEvents whose start()/run() loop is reading")
         if self._conn is None:
             self._guard.check("QueueEvents")
             self._guard.claim()

@@ -264,6 +264,11 @@ def test_a_signal_handler_can_close_run_in_the_main_thread(connection: redis.Red
     assert qe._done.is_set()
 
 
+def test_run_once_refuses_to_race_the_running_loop(connection: redis.Redis, queue_name: str) -> None:
+    with QueueEvents(connection, queue_name, block_ms=1000) as qe, pytest.raises(InvalidInputError, match="run_once"):
+        qe.run_once()
+
+
 def test_context_manager_starts_and_stops(connection: redis.Redis, queue_name: str) -> None:
     qe = QueueEvents(connection, queue_name, block_ms=5000)
     assert qe._thread is None  # nothing runs before start
