@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import InvalidInputError
 
@@ -36,12 +37,12 @@ def normalize_backoff(backoff: Any) -> dict[str, Any] | None:
 
 def _js_round(value: float) -> int:
     # Math.round: halves go up (Python's round() goes to even).
-    return int(math.floor(value + 0.5))
+    return math.floor(value + 0.5)
 
 
 def _with_jitter(delay: float, jitter: float, rng: random.Random) -> int:
     if jitter > 0:
-        return int(math.floor(rng.random() * delay * jitter + delay * (1 - jitter)))
+        return math.floor(rng.random() * delay * jitter + delay * (1 - jitter))
     return int(delay)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .transitions import Transitions
 
@@ -89,10 +89,10 @@ class Maintenance:
         if now_ms >= self.next_renew_ms:
             self.renew_locks()
             self.next_renew_ms = now_ms + self.lock_renew_time
-        if not self.skip_stalled_check:
-            if self.next_stalled_check_ms is None or now_ms >= self.next_stalled_check_ms:
-                self.check_stalled(now_ms)
-                self.next_stalled_check_ms = now_ms + self.stalled_interval
+        stalled_due = self.next_stalled_check_ms is None or now_ms >= self.next_stalled_check_ms
+        if stalled_due and not self.skip_stalled_check:
+            self.check_stalled(now_ms)
+            self.next_stalled_check_ms = now_ms + self.stalled_interval
         due = [self.next_renew_ms]
         if not self.skip_stalled_check and self.next_stalled_check_ms is not None:
             due.append(self.next_stalled_check_ms)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import redis
 from redis.exceptions import NoScriptError
@@ -133,7 +134,7 @@ class PinnedConnection:
             conn, self.conn = self.conn, None
             try:
                 self.pool.release(conn)
-            except Exception:  # the pool may be closed already; the socket goes with it
+            except (redis.RedisError, OSError):  # the pool may be closed; the socket goes with it
                 conn.disconnect()
 
 

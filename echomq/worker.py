@@ -25,9 +25,9 @@ import logging
 import queue
 import threading
 import time
-import traceback
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -189,7 +189,7 @@ class Worker:
             self._fetcher_done.set()
             self._shutdown(threads)
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         """Run the worker in a background thread of its own (``close()`` joins it)."""
         if self._thread is not None:
             raise EchoMQError("this Worker was already started")
@@ -216,7 +216,7 @@ class Worker:
         if self._thread is not None:
             self._thread.join(grace)
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:  # noqa: PYI034
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -345,8 +345,9 @@ class Worker:
                     raise UnrecoverableError(state.deferred_failure)
                 result = self.processor(job_for_processor(self, state))
                 value = json.dumps(result)
-            except Exception as exc:  # the processor's failure is the job's, not ours
-                return self._finish(state, lambda fetch: self._fail(state, exc, fetch))
+            except Exception as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
+                error: BaseException = exc
+                return self._finish(state, lambda fetch: self._fail(state, error, fetch))
             return self._finish(state, lambda fetch: self._complete(state, value, fetch))
         finally:
             self.locks.untrack(job_id)
@@ -413,7 +414,7 @@ class Worker:
 
                 self._scheduler = JobScheduler(self.client, self.queue_name, prefix=self.prefix)
             self._scheduler.produce_next(state.job_id)
-        except Exception:
+        except Exception:  # logged, and the job still runs (see docs/worker.md)
             log.exception("worker %s: failed to add the next iteration of scheduler %s after job %s",
                           self.queue_name, scheduler_id, state.job_id)
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class WorkerJob:
     """One attempt of one job, as the worker that holds its lock sees it."""
 
-    __slots__ = ("job_id", "token", "hash", "opts")
+    __slots__ = ("hash", "job_id", "opts", "token")
 
     def __init__(self, job_id: str, token: str, raw: dict[str, str]) -> None:
         self.job_id = job_id
@@ -68,7 +68,7 @@ class WorkerJob:
         return traces
 
 
-def job_for_processor(worker: "Worker", state: WorkerJob) -> Any:
+def job_for_processor(worker: Worker, state: WorkerJob) -> Any:
     """The public ``Job`` for ``state``, built from the hash without another round trip."""
     from .job import Job
 

@@ -16,10 +16,10 @@ import redis
 
 from echomq.events import EventType
 from echomq.keys import QueueKeys
+from echomq.maintenance import LockRegistry, Maintenance
 from echomq.queue import Queue
 from echomq.queue_events import QueueEvents
 from echomq.transitions import Transitions, WorkerIdentity
-from echomq.maintenance import LockRegistry, Maintenance
 from echomq.worker import Worker
 from tests.worker_support import Running, wait_until
 

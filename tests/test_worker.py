@@ -3,6 +3,7 @@ jobs, concurrency, shutdown, bad input."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -82,7 +83,7 @@ def test_retries_with_fixed_backoff_then_completes(connection: redis.Redis, queu
 
     with Running(Worker(connection, queue_name, flaky)):
         assert wait_until(lambda: connection.zcard(k.completed) == 1)
-    assert [b - a >= 0.09 for a, b in zip(starts, starts[1:])] == [True, True]
+    assert [b - a >= 0.09 for a, b in itertools.pairwise(starts)] == [True, True]
     h = _h(connection, queue_name, job_id)
     assert h["atm"] == "3" and h["ats"] == "3" and h["delay"] == "0"
     assert len(json.loads(h["stacktrace"])) == 2 and h["failedReason"] == "try 2"

@@ -8,6 +8,7 @@ slot, consecutive slots exactly ``every`` apart, no gap, no double.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -41,7 +42,7 @@ def test_every_scheduler_fires_once_per_slot_without_gaps(connection: redis.Redi
     ids = [job_id for job_id, _ in ran]
     assert len(ids) == len(set(ids)), "an iteration ran twice"
     slots = _slots(ids)
-    assert all(b - a == EVERY for a, b in zip(slots, slots[1:])), slots
+    assert all(b - a == EVERY for a, b in itertools.pairwise(slots)), slots
     expected = WINDOW_S * 1000 / EVERY
     assert expected - 2 <= len(slots) <= expected + 1, len(slots)
     assert all(0 <= started - slot < 100 for (_, started), slot in zip(ran, slots)), "an iteration ran late"

@@ -29,8 +29,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-from echomq.keys import QueueKeys  # noqa: E402
-from echomq.worker import Worker  # noqa: E402
+from echomq.keys import QueueKeys
+from echomq.worker import Worker
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 BASE_N = int(os.environ.get("BENCH_WORKER_JOBS", "5000"))
@@ -139,15 +139,9 @@ def main() -> None:
     print(f"{'concurrency':>11} {'jobs':>6} {'EchoMQ':>9} {'BullMQ Node':>12} {'asyncio bullmq':>15} "
           f"{'vs Node':>8} {'vs asyncio':>10}")
     for concurrency, n, ours, node_rate, aio_rate in rows:
-        def fmt(v: float | None) -> str:
-            return f"{v:,.0f}" if v else "n/a"
-
-        def ratio(v: float | None) -> str:
-            return f"{ours / v:.2f}x" if v else "n/a"
-
-        print(f"{concurrency:>11} {n:>6} {fmt(ours):>9} {fmt(node_rate):>12} {fmt(aio_rate):>15} "
-              f"{ratio(node_rate):>8} {ratio(aio_rate):>10}")
-
+        cells = [f"{v:,.0f}" if v else "n/a" for v in (ours, node_rate, aio_rate)]
+        ratios = [f"{ours / v:.2f}x" if v else "n/a" for v in (node_rate, aio_rate)]
+        print(f"{concurrency:>11} {n:>6} {cells[0]:>9} {cells[1]:>12} {cells[2]:>15} {ratios[0]:>8} {ratios[1]:>10}")
 
 if __name__ == "__main__":
     main()

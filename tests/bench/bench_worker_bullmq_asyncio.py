@@ -27,7 +27,6 @@ async def main(url: str, name: str, n: int, concurrency: int) -> None:
         processed += 1
         if processed == n and not done.done():
             done.set_result(time.perf_counter())
-        return None
 
     t0 = time.perf_counter()
     worker = Worker(name, process, {"connection": url, "prefix": "emq", "concurrency": concurrency})

@@ -10,12 +10,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from typing import Any
-
-import redis
 
 from echomq.job import Job
 from echomq.keys import QueueKeys
@@ -131,7 +130,7 @@ def test_both_workers_share_ten_thousand_jobs(bullmq_peer, connection, queue_nam
         with Running(Worker(connection, queue_name, process, name="emq", concurrency=10)):
             assert wait_until(lambda: connection.zcard(k.completed) == n, timeout=240, interval=0.2)
         elapsed = time.monotonic() - t0
-        out, err = node.communicate(timeout=60)
+        _out, err = node.communicate(timeout=60)
         assert node.returncode == 0, err
     finally:
         if node.poll() is None:
@@ -197,5 +196,5 @@ def test_both_workers_advance_one_scheduler_without_double_or_gap(bullmq_peer, c
     slots = sorted(int(j.rsplit(":", 1)[1]) for j in ours + theirs)
     assert len(slots) == len(set(slots)), "an iteration ran twice"
     assert slots[0] == start
-    assert all(b - a == every for a, b in zip(slots, slots[1:])), slots
+    assert all(b - a == every for a, b in itertools.pairwise(slots)), slots
     assert len(ours) >= 3 and len(theirs) >= 3, (len(ours), len(theirs))
