@@ -151,6 +151,7 @@ class Worker:
         self._state_lock = threading.Lock()
         #: Jobs this worker finished (completed or failed for good), for logs and tests.
         self.processed = 0
+        self._processed_lock = threading.Lock()
 
     # -- public surface ---------------------------------------------------------------------
     @property
@@ -252,7 +253,8 @@ class Worker:
             token = self._next_token()
             try:
                 fetched = self.transitions.move_to_active(token, self.clock())
-            except CONNECTION_ERRORS as exc:
+            except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
+                # ResponseError: READONLY after a failover, OOM, a busy script ... all transient
                 self._release_slot()
                 self._pause_after_error("fetching a job", exc, backoff)
                 continue
@@ -276,13 +278,13 @@ class Worker:
             try:
                 self._wait_for_marker(timeout)
                 backoff.reset()
-            except CONNECTION_ERRORS as exc:
+            except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
                 self._blocking_id = None
                 self._pause_after_error("waiting for jobs", exc, backoff)
 
     def _pause_after_error(self, what: str, exc: BaseException, backoff: Backoff) -> None:
         delay = backoff.next_delay()
-        log.warning("worker %s lost Redis while %s (%s); retrying in %.2f s", self.queue_name, what, exc, delay)
+        log.warning("worker %s: Redis failed while %s (%s); retrying in %.2f s", self.queue_name, what, exc, delay)
         self._stop.wait(delay)
 
     def _wait_for_marker(self, timeout: float) -> None:
@@ -326,7 +328,12 @@ class Worker:
                 while current is not None and current.job_id is not None:
                     if self._abandoned.is_set():
                         break
-                    current = self._process(current, token)
+                    try:
+                        current = self._process(current, token)
+                    except Exception:  # a bug of ours must not kill the thread: the lock
+                        # expires and the stalled check hands the job to someone else
+                        log.exception("worker %s: job %s could not be finished", self.queue_name, current.job_id)
+                        current = None
                 self._release_slot()
         finally:
             self.transitions.release_thread_connection()
@@ -364,7 +371,9 @@ class Worker:
                 self._pause_after_error(f"finishing job {state.job_id}", exc, backoff)
                 if self._stop.is_set():
                     time.sleep(backoff.next_delay())
-            except EchoMQError as exc:
+            except (EchoMQError, redis.ResponseError) as exc:
+                # Refused (lock lost, no longer active) or a server error: the job is either
+                # another worker's now or stays active until the stalled check returns it.
                 log.warning("worker %s: could not finish job %s: %s", self.queue_name, state.job_id, exc)
                 return None
         return None
@@ -374,7 +383,8 @@ class Worker:
             state.job_id, state.token, self.clock(), completed=True, value=value,
             keep=state.opts.get("removeOnComplete"), attempts=state.attempts, fetch_next=fetch_next,
         )
-        self.processed += 1
+        with self._processed_lock:
+            self.processed += 1
         return fetched
 
     def _fail(self, state: WorkerJob, exc: BaseException, fetch_next: bool) -> Fetched | None:
@@ -398,7 +408,8 @@ class Worker:
             state.job_id, state.token, self.clock(), completed=False, value=reason,
             keep=state.opts.get("removeOnFail"), attempts=state.attempts, fetch_next=fetch_next, fields=fields,
         )
-        self.processed += 1
+        with self._processed_lock:
+            self.processed += 1
         return fetched
 
     def _produce_next_iteration(self, state: WorkerJob) -> None:

@@ -351,3 +351,25 @@ def test_limiter_spaces_jobs_across_the_queue(connection: redis.Redis, queue_nam
         assert wait_until(lambda: connection.zcard(k.completed) == 6, timeout=10)
     # two per 400 ms window: the 5th and 6th cannot start before the third window
     assert starts[4] >= 0.75 and starts[5] >= 0.75, starts
+
+
+def test_a_server_error_on_finish_leaves_the_job_to_the_stalled_check(connection: redis.Redis, queue_name: str) -> None:
+    k = QueueKeys(queue_name)
+    first = seed_job(connection, queue_name)
+    seed_job(connection, queue_name)
+    worker = Worker(connection, queue_name, lambda job: job.id, lock_duration=300, stalled_interval=200)
+    real_finish = worker.transitions.move_to_finished
+    failures = []
+
+    def flaky_finish(job_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not failures:
+            failures.append(job_id)
+            worker.locks.untrack(job_id)  # as after a failover: the lock is not renewed either
+            raise redis.ResponseError("READONLY You can't write against a read only replica.")
+        return real_finish(job_id, *args, **kwargs)
+
+    worker.transitions.move_to_finished = flaky_finish  # type: ignore[method-assign]
+    with Running(worker):
+        assert wait_until(lambda: connection.zcard(k.completed) == 2, timeout=10)
+    assert failures == [first]
+    assert _h(connection, queue_name, first)["stc"] == "1"  # came back through the stalled check
