@@ -65,6 +65,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _to_json(value: Any) -> str:
+    """JSON as JSON.stringify writes it (compact, non-ASCII kept), so a return value or a stack
+    trace stored by EchoMQ is byte for byte what a BullMQ worker would have stored."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _positive_int(field: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(f"Worker {field}={value!r}: must be an integer >= {minimum}")
@@ -351,7 +357,7 @@ class Worker:
                 if state.deferred_failure:
                     raise UnrecoverableError(state.deferred_failure)
                 result = self.processor(job_for_processor(self, state))
-                value = json.dumps(result)
+                value = _to_json(result)
             except Exception as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
                 error: BaseException = exc
                 return self._finish(state, lambda fetch: self._fail(state, error, fetch))
@@ -389,7 +395,7 @@ class Worker:
 
     def _fail(self, state: WorkerJob, exc: BaseException, fetch_next: bool) -> Fetched | None:
         reason = str(exc) or type(exc).__name__
-        fields = ["failedReason", reason, "stacktrace", json.dumps(state.stacktrace_with(exc))]
+        fields = ["failedReason", reason, "stacktrace", _to_json(state.stacktrace_with(exc))]
         if state.attempts_made + 1 < state.attempts and not isinstance(exc, UnrecoverableError):
             try:
                 delay = compute_delay(state.opts.get("backoff"), state.attempts_made + 1, error=exc,

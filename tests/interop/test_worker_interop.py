@@ -198,3 +198,63 @@ def test_both_workers_advance_one_scheduler_without_double_or_gap(bullmq_peer, c
     assert slots[0] == start
     assert all(b - a == every for a, b in itertools.pairwise(slots)), slots
     assert len(ours) >= 3 and len(theirs) >= 3, (len(ours), len(theirs))
+
+
+def test_same_jobs_leave_the_same_events_and_hash_fields(bullmq_peer, connection, queue_name):
+    """The same three jobs (one completes, one fails once then completes after a backoff, one
+    fails for good), added by BullMQ to two queues, one processed by a BullMQ Worker and one by
+    ours: the streams carry the same events in the same order with the same fields, and the
+    job hashes have the same field sets."""
+    theirs, ours = f"{queue_name}-bull", f"{queue_name}-emq"
+    adds = "".join(
+        f"{{ const q = new bullmq.Queue('{{{name}}}', {{connection: connection(), prefix}});"
+        "  await q.add('a', {n: 1});"
+        "  await q.add('b', {n: 2}, {attempts: 2, backoff: {type: 'fixed', delay: 200}});"
+        "  await q.add('c', {n: 3}); await q.close(); }"
+        for name in (theirs, ours)
+    )
+    bullmq_peer.run(adds)
+
+    def process_js() -> str:
+        return ("async (job) => { if (job.name === 'a') return {x: 1};"
+                " if (job.name === 'b' && job.attemptsMade === 0) throw new Error('b failed');"
+                " if (job.name === 'c') throw new Error('c failed'); return {x: 2}; }")
+
+    def process(job: Any) -> Any:
+        if job.name == "a":
+            return {"x": 1}
+        if job.name == "b" and job.attempts_made == 0:
+            raise RuntimeError("b failed")
+        if job.name == "c":
+            raise RuntimeError("c failed")
+        return {"x": 2}
+
+    try:
+        bullmq_peer.run(
+            f"const w = new bullmq.Worker('{{{theirs}}}', {process_js()}, {{connection: connection(), prefix}});"
+            f"const r = connection();"
+            "const deadline = Date.now() + 15000;"
+            f"while ((await r.xrevrange('emq:{{{theirs}}}:events', '+', '-', 'COUNT', 1))[0][1][1] !== 'drained'"
+            "  && Date.now() < deadline) await sleep(20);"
+            "await w.close();",
+            timeout=60,
+        )
+        with Running(Worker(connection, ours, process)):
+            assert wait_until(lambda: events(connection, ours)[-1]["event"] == "drained", timeout=15)
+
+        def shape(name: str) -> list[tuple[Any, ...]]:
+            return [(e["event"], e.get("jobId"), e.get("prev"), tuple(sorted(e))) for e in events(connection, name)]
+
+        assert shape(ours) == shape(theirs)
+        for job_id in ("1", "2", "3"):
+            mine = set(connection.hkeys(QueueKeys(ours).job(job_id)))
+            bulls = set(connection.hkeys(QueueKeys(theirs).job(job_id)))
+            assert mine == bulls, (job_id, mine ^ bulls)
+        for name in (theirs, ours):
+            k = QueueKeys(name)
+            assert _s(connection.hget(k.job("2"), "returnvalue")) == '{"x":2}'  # JSON.stringify's bytes
+            assert _s(connection.hget(k.job("3"), "failedReason")) == "c failed"
+    finally:
+        for name in (theirs, ours):
+            for key in connection.scan_iter(match=QueueKeys(name).all_keys_pattern()):
+                connection.delete(key)
