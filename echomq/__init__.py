@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "ScriptError": "errors",
     "ForkedProcessError": "errors",
     "UnrecoverableError": "errors",
+    "WaitingChildrenError": "errors",
     # keys
     "QueueKeys": "keys",
     # events
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SchedulerNotFoundError,
         ScriptError,
         UnrecoverableError,
+        WaitingChildrenError,
     )
     from .events import EventType, GapNotice, parse_event_type  # noqa: F401
     from .job import Job  # noqa: F401

@@ -74,6 +74,11 @@ class UnrecoverableError(Exception):
     """Raise inside a processor to fail the job at once, whatever attempts are left."""
 
 
+class WaitingChildrenError(Exception):
+    """Raise inside a processor after ``job.move_to_waiting_children()`` returned True: the job
+    now waits for its children and this attempt records nothing more."""
+
+
 # Return codes shared by every transition script (protocol: BullMQ's ErrorCode enum).
 _SCRIPT_ERRORS: dict[int, tuple[type[EchoMQError], str]] = {
     -1: (JobNotFoundError, "job {job_id!r} does not exist"),

@@ -41,7 +41,7 @@ from .connection import (
     is_fake,
     resolve_connection,
 )
-from .errors import EchoMQError, InvalidInputError, UnrecoverableError
+from .errors import EchoMQError, InvalidInputError, UnrecoverableError, WaitingChildrenError
 from .keys import DEFAULT_PREFIX, QueueKeys
 from .maintenance import LockRegistry, Maintenance
 from .transitions import Fetched, Transitions, WorkerIdentity
@@ -358,6 +358,8 @@ class Worker:
                     raise UnrecoverableError(state.deferred_failure)
                 result = self.processor(job_for_processor(self, state))
                 value = _to_json(result)
+            except WaitingChildrenError:
+                return None  # the job moved to waiting-children and runs again after them
             except Exception as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
                 error: BaseException = exc
                 return self._finish(state, lambda fetch: self._fail(state, error, fetch))

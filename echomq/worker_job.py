@@ -2,14 +2,20 @@
 
 ``WorkerJob`` is the worker's own bookkeeping (lock token, attempts, options as stored, the
 stack traces so far), read from the hash moveToActive returned, so finishing an attempt needs no
-extra round trip. The processor gets the public ``Job`` built from the same hash.
+extra round trip. The processor gets an ``ActiveJob``: the public ``Job`` built from the same
+hash, plus what only the lock holder may do (wait for its children).
 """
 
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from typing import TYPE_CHECKING, Any
+
+from .errors import raise_for_code
+from .job import Job
+from .scripts import script
 
 if TYPE_CHECKING:  # pragma: no cover
     from .worker import Worker
@@ -68,8 +74,33 @@ class WorkerJob:
         return traces
 
 
-def job_for_processor(worker: Worker, state: WorkerJob) -> Any:
-    """The public ``Job`` for ``state``, built from the hash without another round trip."""
-    from .job import Job
+class ActiveJob(Job):
+    """The Job a processor receives: a Job plus the lock token of the running attempt."""
 
-    return Job.from_hash(worker.client, worker.keys, state.job_id, state.hash)
+    token: str = ""
+
+    def move_to_waiting_children(self, child_key: str | None = None) -> bool:
+        """Park this job until its pending children complete (all of them, or ``child_key``).
+
+        True: the job moved to ``waiting-children``; raise ``WaitingChildrenError`` next, and
+        the job runs again, from the start, when its last child completes. False: nothing is
+        pending, keep going. Only the worker that holds the lock can do this.
+        """
+        k = self.keys
+        job_key = k.job(self.id)
+        result = script("moveToWaitingChildren")(
+            self.connection,
+            [k.active, k.waiting_children, job_key, k.job_dependencies(self.id), f"{job_key}:unsuccessful",
+             k.stalled, k.events],
+            [self.token, child_key or "", int(time.time() * 1000), self.id, k.job_prefix],
+        )
+        if int(result) < 0:
+            raise_for_code(int(result), "move job to waiting-children", job_id=self.id, state="active")
+        return int(result) == 0
+
+
+def job_for_processor(worker: Worker, state: WorkerJob) -> ActiveJob:
+    """The processor's ``ActiveJob`` for ``state``, built from the hash without a round trip."""
+    job = ActiveJob.from_hash(worker.client, worker.keys, state.job_id, state.hash)
+    job.token = state.token
+    return job

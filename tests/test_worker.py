@@ -373,3 +373,33 @@ def test_a_server_error_on_finish_leaves_the_job_to_the_stalled_check(connection
         assert wait_until(lambda: connection.zcard(k.completed) == 2, timeout=10)
     assert failures == [first]
     assert _h(connection, queue_name, first)["stc"] == "1"  # came back through the stalled check
+
+
+def test_a_processor_can_wait_for_the_children_it_adds(connection: redis.Redis, queue_name: str) -> None:
+    from echomq.errors import WaitingChildrenError
+    from echomq.queue import Queue
+
+    k = QueueKeys(queue_name)
+    queue = Queue(connection, queue_name)
+    parent_id = queue.add("parent", {"step": "fan-out"}).id
+    runs: list[str] = []
+
+    def process(job: Any) -> Any:
+        runs.append(job.name)
+        if job.name == "child":
+            return job.data["n"] * 10
+        if not connection.exists(k.job_dependencies(job.id)) and not connection.exists(k.job_processed(job.id)):
+            for n in (1, 2):
+                queue.add("child", {"n": n}, parent={"id": job.id, "queue": k.base})
+            assert job.move_to_waiting_children() is True
+            raise WaitingChildrenError()
+        assert job.move_to_waiting_children() is False  # nothing pending any more
+        return sorted(int(v) for v in connection.hvals(k.job_processed(job.id)))
+
+    with Running(Worker(connection, queue_name, process)):
+        assert wait_until(lambda: connection.zcard(k.completed) == 3, timeout=10)
+    assert runs == ["parent", "child", "child", "parent"]
+    assert json.loads(_h(connection, queue_name, parent_id)["returnvalue"]) == [10, 20]
+    seq = [(e["event"], e.get("prev")) for e in events(connection, queue_name) if e.get("jobId") == parent_id]
+    assert ("waiting-children", "active") in seq and ("waiting", "waiting-children") in seq
+    assert _h(connection, queue_name, parent_id)["ats"] == "2"
