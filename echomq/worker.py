@@ -41,7 +41,12 @@ from .connection import (
     is_fake,
     resolve_connection,
 )
-from .errors import EchoMQError, InvalidInputError, UnrecoverableError, WaitingChildrenError
+from .errors import (
+    EchoMQError,
+    InvalidInputError,
+    UnrecoverableError,
+    WaitingChildrenError,
+)
 from .keys import DEFAULT_PREFIX, QueueKeys
 from .maintenance import LockRegistry, Maintenance
 from .transitions import Fetched, Transitions, WorkerIdentity
@@ -334,11 +339,12 @@ class Worker:
                 while current is not None and current.job_id is not None:
                     if self._abandoned.is_set():
                         break
+                    job_id = current.job_id
                     try:
                         current = self._process(current, token)
                     except Exception:  # a bug of ours must not kill the thread: the lock
                         # expires and the stalled check hands the job to someone else
-                        log.exception("worker %s: job %s could not be finished", self.queue_name, current.job_id)
+                        log.exception("worker %s: job %s could not be finished", self.queue_name, job_id)
                         current = None
                 self._release_slot()
         finally:

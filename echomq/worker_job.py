@@ -102,5 +102,6 @@ class ActiveJob(Job):
 def job_for_processor(worker: Worker, state: WorkerJob) -> ActiveJob:
     """The processor's ``ActiveJob`` for ``state``, built from the hash without a round trip."""
     job = ActiveJob.from_hash(worker.client, worker.keys, state.job_id, state.hash)
+    assert isinstance(job, ActiveJob)  # from_hash builds cls
     job.token = state.token
     return job
