@@ -114,7 +114,7 @@ _SIGTERM_CHILD = textwrap.dedent(
 
     def slow(job):
         print("started", job.id, flush=True)
-        time.sleep(0.5)
+        time.sleep(2.0)  # long enough that SIGTERM surely lands while it runs, even on a busy box
         return "finished"
 
     worker = Worker(sys.argv[1], sys.argv[2], slow)
@@ -138,7 +138,7 @@ def test_close_from_the_hosts_sigterm_handler(redis_url: str) -> None:
         assert child.stdout is not None
         assert child.stdout.readline().split() == ["started", first]
         child.send_signal(signal.SIGTERM)
-        out, _ = child.communicate(timeout=10)
+        out, _ = child.communicate(timeout=15)
     finally:
         if child.poll() is None:
             child.kill()
