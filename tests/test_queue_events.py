@@ -156,6 +156,19 @@ def test_an_explicit_id_resumes_after_it(connection: redis.Redis, queue_name: st
     assert qe.last_event_id == ids[-1]
 
 
+@pytest.mark.parametrize("protocol,decode", [(2, False), (2, True), (3, False), (3, True)])
+def test_any_client_protocol_and_decoding(redis_url: str, real_connection: redis.Redis, queue_name: str,
+                                          protocol: int, decode: bool) -> None:
+    host = redis.Redis.from_url(redis_url, protocol=protocol, decode_responses=decode)
+    xadd(real_connection, queue_name, ["event", "progress", "jobId", "1", "data", '{"p":1}'])
+    qe = QueueEvents(host, queue_name, last_event_id="0")
+    got, _ = collect(qe)
+    assert qe.run_once() == 1
+    qe.close()
+    host.close()
+    assert got[0][0] is EventType.PROGRESS and got[0][1]["data"] == {"p": 1}
+
+
 def test_reads_are_bounded_by_count(connection: redis.Redis, queue_name: str) -> None:
     connection.execute_command("XADD", events_key(queue_name), "*", "event", "drained")
     pipe = connection.pipeline(transaction=False)
