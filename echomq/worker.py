@@ -214,19 +214,21 @@ class Worker:
         ones, and return once every thread is joined. Jobs still running at the deadline keep
         their place in ``active`` and are recovered by the stalled check after their lock
         expires. Safe to call twice, before ``run()``, or from a signal handler."""
+        self._pid.check("Worker")  # a forked child has none of our threads to wait for
         self._close_timeout = timeout
         self._stop.set()
-        if not self._started:
-            return
-        # Waking the fetcher touches locks and sockets; from a signal handler that interrupted
-        # the run() thread we must not block on them, so a helper thread does it.
-        threading.Thread(target=self._wake_fetcher, name="echomq-worker-wake", daemon=True).start()
-        if threading.get_ident() == self._run_ident:
-            return  # run() itself completes the shutdown once the handler returns
         grace = None if timeout is None else timeout + self.drain_delay + 5
-        self._stopped.wait(grace)
-        if self._thread is not None:
-            self._thread.join(grace)
+        if self._started:
+            # Waking the fetcher touches locks and sockets; from a signal handler that
+            # interrupted the run() thread we must not block on them, so a helper thread does it.
+            waker = threading.Thread(target=self._wake_fetcher, name="echomq-worker-wake", daemon=True)
+            waker.start()
+            if threading.get_ident() == self._run_ident:
+                return  # run() itself completes the shutdown once the handler returns
+            self._stopped.wait(grace)
+            waker.join(grace)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(grace)  # start() was called: that thread may not have begun run() yet
 
     def __enter__(self) -> Worker:  # noqa: PYI034
         return self.start()

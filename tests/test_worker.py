@@ -403,3 +403,11 @@ def test_a_processor_can_wait_for_the_children_it_adds(connection: redis.Redis, 
     seq = [(e["event"], e.get("prev")) for e in events(connection, queue_name) if e.get("jobId") == parent_id]
     assert ("waiting-children", "active") in seq and ("waiting", "waiting-children") in seq
     assert _h(connection, queue_name, parent_id)["ats"] == "2"
+
+
+def test_start_then_close_at_once_joins_every_thread(connection: redis.Redis, queue_name: str) -> None:
+    before = {t.ident for t in threading.enumerate()}
+    worker = Worker(connection, queue_name, lambda job: None, concurrency=3).start()
+    worker.close()
+    assert {t.ident for t in threading.enumerate() if t.is_alive()} - before == set()
+    assert not worker.running
