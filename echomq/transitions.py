@@ -17,6 +17,11 @@ from typing import Any
 import redis
 from redis.exceptions import NoScriptError
 
+try:  # hiredis packs a whole command in C; redis-py would encode each argument in Python first
+    from hiredis import pack_command as _pack_command
+except ImportError:  # pragma: no cover - hiredis is an optional extra
+    _pack_command = None
+
 from .connection import decode_hash, to_str
 from .errors import ScriptError, raise_for_code
 from .keys import QueueKeys
@@ -116,18 +121,26 @@ class PinnedConnection:
         if self.conn is None:
             self.conn = self.pool.get_connection()
         conn = self.conn
+        command = ("EVALSHA", lua.sha, len(keys), *keys, *args)
         try:
             try:
-                conn.send_command("EVALSHA", lua.sha, len(keys), *keys, *args)
+                self._send(conn, command)
                 return conn.read_response()
             except NoScriptError:
                 conn.send_command("SCRIPT", "LOAD", lua.source)
                 conn.read_response()
-                conn.send_command("EVALSHA", lua.sha, len(keys), *keys, *args)
+                self._send(conn, command)
                 return conn.read_response()
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             raise
+
+    @staticmethod
+    def _send(conn: Any, command: tuple[Any, ...]) -> None:
+        if _pack_command is not None:
+            conn.send_packed_command([_pack_command(command)], check_health=False)
+        else:
+            conn.send_command(*command)
 
     def release(self) -> None:
         if self.conn is not None:
