@@ -20,7 +20,7 @@ from redis.exceptions import NoScriptError
 try:  # hiredis packs a whole command in C; redis-py would encode each argument in Python first
     from hiredis import pack_command as _pack_command
 except ImportError:  # pragma: no cover - hiredis is an optional extra
-    _pack_command = None
+    _pack_command = None  # type: ignore[assignment]
 
 from .connection import decode_hash, to_str
 from .errors import ScriptError, raise_for_code
