@@ -1,5 +1,5 @@
-"""QueueEvents reads what BullMQ 6.7 really writes: a Node app drives jobs through their lives,
-and EchoMQ's reader gets every entry, typed and decoded, in stream order."""
+"""QueueEvents reads what BullMQ 6.7 really writes: a Node app drives jobs through all 17 kinds
+of event (and a custom one), and EchoMQ's reader gets every entry, typed and decoded, in order."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ const w = new bullmq.Worker(name, async (job) => {
   if (job.name === 'bad') throw new Error('boom');
   await job.updateProgress({step: 1});
   return {ok: true, n: job.data.n};
-}, {connection: connection(), prefix});
+}, {connection: connection(), prefix, stalledInterval: 200});  // its stalled-check guard must not outlive it
 while (true) {
   const c = await q.getJobCounts('completed', 'failed');
   if (c.completed === 2 && c.failed === 1) break;
@@ -37,6 +37,16 @@ while (true) {
 await sleep(200);
 await w.close();
 await q.clean(0, 100, 'completed');
+// A stall: worker A takes s1 and dies without renewing its lock; B's stalled check recovers it.
+const a = new bullmq.Worker(name, () => new Promise(() => {}),
+  {connection: connection(), prefix, lockDuration: 300, skipLockRenewal: true, skipStalledCheck: true});
+await q.add('stuck', {}, {jobId: 's1'});
+while ((await q.getJobCounts('active')).active === 0) await sleep(20);
+await a.close(true).catch(() => {});
+const b = new bullmq.Worker(name, async () => 'recovered', {connection: connection(), prefix, stalledInterval: 200,
+                                                           lockDuration: 300});
+while ((await q.getJobCounts('completed')).completed === 0) await sleep(50);
+await b.close();
 const flow = new bullmq.FlowProducer({connection: connection(), prefix});
 await flow.add({name: 'parent', queueName: name, data: {}, opts: {jobId: 'p1'},
                 children: [{name: 'child', queueName: name, data: {}, opts: {jobId: 'c1'}}]});
@@ -69,8 +79,7 @@ def test_every_event_bullmq_writes_arrives_decoded(bullmq_peer: Any, connection:
     assert [d["event_id"] for _, d in got] == [i.decode() for i, _ in stream]
 
     kinds = {t for t, _ in got}
-    assert set(EventType) - kinds == {EventType.STALLED}  # a stall needs a dead worker: see test_queue_events
-    assert "custom-thing" in kinds
+    assert kinds == set(EventType) | {"custom-thing"}
 
     def first(event_type: Any, **match: Any) -> dict[str, Any]:
         return next(d for t, d in got if t == event_type and all(d.get(k) == v for k, v in match.items()))
@@ -86,3 +95,7 @@ def test_every_event_bullmq_writes_arrives_decoded(bullmq_peer: Any, connection:
     assert first(EventType.WAITING_CHILDREN)["jobId"] == "p1"
     assert first(EventType.CLEANED)["count"] == 2
     assert first("custom-thing")["foo"] == "bar"
+    stalled_at = next(i for i, (t, d) in enumerate(got) if t is EventType.STALLED)
+    assert got[stalled_at][1]["jobId"] == "s1"
+    assert got[stalled_at - 1][0] is EventType.WAITING and got[stalled_at - 1][1]["prev"] == "active"
+    assert first(EventType.COMPLETED, jobId="s1")["returnvalue"] == "recovered"
