@@ -100,10 +100,17 @@ def test_a_redis_restart_under_a_running_worker_loses_no_job(redis_server_factor
         Queue(restarted, name).add_bulk([{"name": "n", "data": {"i": i}} for i in range(30, 40)])
         assert wait_until(lambda: restarted.zcard(k.completed) == 40, timeout=60), (
             restarted.zcard(k.completed), restarted.llen(k.active), restarted.llen(k.wait))
+        # again while the worker is idle, blocked on the marker
+        time.sleep(0.3)
+        server.kill()
+        server.start()
+        restarted = redis.Redis.from_url(server.url)
+        Queue(restarted, name).add_bulk([{"name": "n", "data": {"i": i}} for i in range(40, 45)])
+        assert wait_until(lambda: restarted.zcard(k.completed) == 45, timeout=30)
     assert restarted.llen(k.active) == 0 and restarted.llen(k.wait) == 0 and restarted.zcard(k.failed) == 0
-    assert worker.processed >= 39
+    assert worker.processed >= 44
     values = sorted(int(restarted.hget(k.job(j.decode()), "returnvalue")) for j in restarted.zrange(k.completed, 0, -1))
-    assert values == list(range(40))
+    assert values == list(range(45))
     restarted.close()
 
 
