@@ -110,7 +110,7 @@ def run_asyncio(python: Path | None, n: int, concurrency: int) -> float | None:
     if python is None:
         return None
     name = f"{{bench-w-py-{uuid.uuid4().hex[:8]}}}"
-    done = subprocess.run([str(python), str(HERE / "bench_worker_bullmq_asyncio.py"), URL, name, str(n),
+    done = subprocess.run([str(python), str(HERE / "peer_bullmq_asyncio_worker.py"), URL, name, str(n),
                            str(concurrency)], capture_output=True, text=True, timeout=300, check=False)
     cleanup(redis.Redis.from_url(URL), name.strip("{}"))
     if done.returncode:

@@ -1,6 +1,6 @@
 """The official asyncio ``bullmq`` package's side of bench_worker.py (run by its own venv).
 
-    python bench_worker_bullmq_asyncio.py <redis_url> <queue> <N> <concurrency>
+    python peer_bullmq_asyncio_worker.py <redis_url> <queue> <N> <concurrency>
 
 Seeds N jobs with addBulk (not timed), then times a Worker with a no-op processor until it has
 processed all N. Prints one JSON line: {"seconds": s, "jobs": N, "version": ...}.
