@@ -111,10 +111,12 @@ DECODED_FIELDS: dict[EventType, tuple[tuple[str, Callable[[str], Any]], ...]] = 
 }
 
 
-#: wire name -> (type, its decoders): one lookup per entry on the reader's hot path.
-DECODING_BY_WIRE: dict[str, tuple[EventType, tuple[tuple[str, Callable[[str], Any]], ...]]] = {
-    wire: (t, DECODED_FIELDS.get(t, ())) for t, wire in _WIRE_BY_TYPE.items()
+#: wire name -> (type, the one field it decodes or None, that field's decoder or None): a
+#: single lookup per entry on the reader's hot path (no event decodes more than one field).
+DECODING_BY_WIRE: dict[str, tuple[EventType, str | None, Callable[[str], Any] | None]] = {
+    wire: (t, *(DECODED_FIELDS[t][0] if t in DECODED_FIELDS else (None, None))) for t, wire in _WIRE_BY_TYPE.items()
 }
+assert all(len(fields) == 1 for fields in DECODED_FIELDS.values())
 
 
 def parse_event_type(wire_name: str | bytes) -> EventName:

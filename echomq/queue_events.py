@@ -83,12 +83,11 @@ class QueueEvents:
         self.events_key = self._keys.events
         self.block_ms = block_ms
         self.count = count
-        self._handler = handler
 
-        self._subscribers = Subscribers()
+        self._subscribers = Subscribers(handler)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._stopping = False  # mirrors _stop for the per-entry check (an attribute, not a call)
+        self._stopping = False  # read by the delivery loop when the registry version changes
         self._done = threading.Event()
         self._running = False
         self._closed = False
@@ -188,6 +187,7 @@ class QueueEvents:
             self._stop.set()
             return
         self._stopping = True
+        self._subscribers.bump()
         self._stop.set()
         with self._lock:
             self._closed = True
@@ -305,7 +305,7 @@ class QueueEvents:
             notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
             if notice is not None:
                 logger.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
-                self._subscribers.deliver_gap(notice, self._handler)
+                self._subscribers.deliver_gap(notice)
         delivered = self._deliver(entries)
         self._backoff.reset()
         return delivered
@@ -366,19 +366,18 @@ class QueueEvents:
         entry; stops after the current entry when close() was called.
 
         This is the hot path of a replay, so it inlines :func:`echomq.events.decode_entry` for
-        the reply our own connection gives (flat lists of str: it decodes UTF-8 in the parser).
+        the reply our own connection gives (flat lists of str: it decodes UTF-8 in the parser),
+        and checks for subscription changes and stop requests with one identity test.
         """
-        handler = self._handler.handle_event if self._handler is not None else None
         registry = self._subscribers
-        subscribers = registry.current
+        version = registry.version
+        callbacks = registry.callbacks
         by_wire = DECODING_BY_WIRE
         delivered = 0
         cursor = self._position.id
         try:
             for entry_id, fields in entries:
-                if fields.__class__ is not list or (fields and fields[0].__class__ is not str):
-                    event_type, data = decode_entry(entry_id, fields)
-                else:
+                if fields.__class__ is list and fields and fields[0].__class__ is str:
                     it = iter(fields)
                     data = dict(zip(it, it))
                     wire = data.pop("event", "")
@@ -386,29 +385,25 @@ class QueueEvents:
                     if spec is None:
                         event_type = wire  # custom or unknown: passed through as the plain str
                     else:
-                        event_type = spec[0]
-                        for name, decode in spec[1]:
+                        event_type, name, decode = spec
+                        if name is not None:
                             raw = data.get(name)
                             if raw is not None:
-                                data[name] = decode(raw)
-                    data["event_id"] = entry_id
-                cursor = data["event_id"]  # already a str (decode_entry made it one)
+                                data[name] = decode(raw)  # type: ignore[misc]
+                    data["event_id"] = cursor = entry_id
+                else:
+                    event_type, data = decode_entry(entry_id, fields)
+                    cursor = data["event_id"]
                 delivered += 1
-                if handler is not None:
+                for callback in callbacks:
                     try:
-                        handler(event_type, data)
-                    except Exception:
-                        logger.exception("QueueEvents %r: handler failed on %s %s", self.queue_name, event_type, cursor)
-                for subscriber, on_event, _ in subscribers:
-                    try:
-                        on_event(event_type, data)
-                    except Exception:
-                        logger.exception("QueueEvents %r: subscriber %r failed on %s %s",
-                                         self.queue_name, subscriber, event_type, cursor)
-                if self._stopping:
-                    break
-                if subscribers is not registry.current:
-                    subscribers = registry.current  # subscribe()/unsubscribe() from another thread
+                        callback(event_type, data)
+                    except Exception:  # noqa: BLE001 - logged with its traceback by log_failure
+                        registry.log_failure(callback, self.queue_name, event_type, cursor)
+                if version is not registry.version:
+                    if self._stopping:
+                        break
+                    version, callbacks = registry.version, registry.callbacks
         finally:
             if delivered:
                 self._position.advance(cursor, delivered)  # type: ignore[arg-type]

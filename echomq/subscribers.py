@@ -65,34 +65,63 @@ def _subscription(subscriber: Subscriber) -> Subscription:
 
 
 class Subscribers:
-    """The copy-on-write list; ``current`` is what the reader iterates."""
+    """The copy-on-write registry the reader walks without a lock.
 
-    def __init__(self) -> None:
-        self.current: tuple[Subscription, ...] = ()
+    ``callbacks`` is the handler's ``handle_event`` (if any) then each subscriber's event
+    callable, in order; ``version`` is replaced on every change (and by :meth:`bump`), so the
+    reader notices a change, or a stop request, with one identity check per event.
+    """
+
+    def __init__(self, handler: Any = None) -> None:
+        self.handler = handler
+        self._handle_event = handler.handle_event if handler is not None else None
+        self._entries: tuple[Subscription, ...] = ()
+        self.callbacks: tuple[Callable[[Any, dict[str, Any]], Any], ...] = ()
+        self.version = object()
         self._lock = threading.Lock()
+        self._publish()
+
+    def _publish(self) -> None:
+        head = (self._handle_event,) if self._handle_event is not None else ()
+        self.callbacks = head + tuple(entry.on_event for entry in self._entries)
+        self.version = object()
+
+    def bump(self) -> None:
+        """Make the reader look at the registry (and its stop flag) after the current event."""
+        self.version = object()
 
     def add(self, subscriber: Subscriber) -> None:
         subscription = _subscription(subscriber)
         with self._lock:
-            self.current = self.current + (subscription,)
+            self._entries = self._entries + (subscription,)
+            self._publish()
 
     def remove(self, subscriber: Subscriber) -> bool:
         with self._lock:
-            for index, entry in enumerate(self.current):
+            for index, entry in enumerate(self._entries):
                 if entry.subscriber is subscriber or entry.subscriber == subscriber:
-                    self.current = self.current[:index] + self.current[index + 1:]
+                    self._entries = self._entries[:index] + self._entries[index + 1:]
+                    self._publish()
                     return True
         return False
 
-    def deliver_gap(self, notice: GapNotice, handler: Any) -> None:
+    def log_failure(self, callback: Any, queue_name: str, event_type: Any, event_id: str) -> None:
+        """Log (with the traceback being handled) which handler or subscriber raised."""
+        if callback is self._handle_event:
+            logger.exception("QueueEvents %r: handler failed on %s %s", queue_name, event_type, event_id)
+            return
+        owner = next((e.subscriber for e in self._entries if e.on_event is callback), callback)
+        logger.exception("QueueEvents %r: subscriber %r failed on %s %s", queue_name, owner, event_type, event_id)
+
+    def deliver_gap(self, notice: GapNotice) -> None:
         """A gap goes to ``handler.handle_gap`` and each subscriber's gap form, each isolated."""
-        handle_gap = getattr(handler, "handle_gap", None)
+        handle_gap = getattr(self.handler, "handle_gap", None)
         if callable(handle_gap):
             try:
                 handle_gap(notice)
             except Exception:
                 logger.exception("QueueEvents %r: handler failed on %s", notice.queue_name, notice)
-        for entry in self.current:
+        for entry in self._entries:
             try:
                 entry.on_gap(notice)
             except Exception:
