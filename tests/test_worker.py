@@ -411,3 +411,23 @@ def test_start_then_close_at_once_joins_every_thread(connection: redis.Redis, qu
     worker.close()
     assert {t.ident for t in threading.enumerate() if t.is_alive()} - before == set()
     assert not worker.running
+
+
+def test_a_decode_responses_client_works_too(connection: redis.Redis, queue_name: str) -> None:
+    pool = connection.connection_pool
+    kwargs = {**pool.connection_kwargs, "decode_responses": True}
+    text_client = type(connection)(connection_pool=pool.__class__(connection_class=pool.connection_class, **kwargs))
+    k = QueueKeys(queue_name)
+    ok = seed_job(connection, queue_name, data={"n": 2})
+    bad = seed_job(connection, queue_name, data={"n": -1}, opts={"attempts": 2, "backoff": 20})
+
+    def process(job: Any) -> int:
+        if job.data["n"] < 0:
+            raise ValueError("negative")
+        return job.data["n"] * 2
+
+    with Running(Worker(text_client, queue_name, process, lock_duration=1000)):
+        assert wait_until(lambda: connection.zcard(k.completed) == 1 and connection.zcard(k.failed) == 1)
+    assert _h(connection, queue_name, ok)["returnvalue"] == "4"
+    assert _h(connection, queue_name, bad)["atm"] == "2"
+    text_client.close()
