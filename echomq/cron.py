@@ -37,7 +37,9 @@ Wall = tuple[int, int, int, int, int, int]  # year, month, day, hour, minute, se
 Zone = int | ZoneInfo  # a fixed offset in seconds, or an IANA zone
 
 _EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
-_HORIZON_MONTHS = 12 * 400  # the Gregorian calendar repeats every 400 years
+_HORIZON_MONTHS = 12 * 400
+_FIRST_MS = (_dt.date(1, 1, 2).toordinal() - _EPOCH_ORDINAL) * 86_400_000  # a day of margin for offsets
+_LAST_MS = (_dt.date(9999, 12, 30).toordinal() - _EPOCH_ORDINAL) * 86_400_000  # the Gregorian calendar repeats every 400 years
 _MONTH_LENGTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _MAX_DAY_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _FIXED_OFFSET = re.compile(r"utc([+-][0-9]{1,2})(?::([0-9]{2}))?", re.IGNORECASE)
@@ -214,6 +216,8 @@ class CronSchedule:
 
     def next_after(self, reference_ms: int) -> int | None:
         """The first run strictly after ``reference_ms`` (epoch ms), or None if there is none."""
+        if not _FIRST_MS <= reference_ms < _LAST_MS:
+            raise InvalidScheduleError(f"reference {reference_ms!r}: outside the years 1-9999 that dates can hold")
         after = reference_ms // 1000
         zone = self.zone
         if isinstance(zone, int):

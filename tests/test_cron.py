@@ -209,3 +209,7 @@ def test_compiled_schedules_are_cached_and_listable() -> None:
 def test_negative_and_far_references() -> None:
     assert _next("0 0 1 1 *", "1969-06-01T00:00:00+00:00") == "1970-01-01T00:00:00+00:00"
     assert _next("0 0 1 1 *", "9999-06-01T00:00:00+00:00") is None
+    assert _next("0 0 * * *", "9999-12-29T12:00:00+00:00", "Europe/Berlin") == "9999-12-30T00:00:00+01:00"
+    for ref in (-10**14, 253402300799000, 10**17):
+        with pytest.raises(InvalidScheduleError, match="outside the years 1-9999"):
+            compile_schedule("0 0 * * *", "Europe/Berlin").next_after(ref)
