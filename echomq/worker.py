@@ -31,16 +31,8 @@ from typing import Any
 
 import redis
 
-from .backoff import NO_RETRY, BackoffStrategy, compute_delay
-from .connection import (
-    BLOCK_SOCKET_MARGIN_S,
-    Backoff,
-    Connection,
-    PidGuard,
-    dedicated_client,
-    is_fake,
-    resolve_connection,
-)
+from .backoff import BackoffStrategy
+from .connection import Backoff, Connection, PidGuard, resolve_connection
 from .errors import (
     EchoMQError,
     InvalidInputError,
@@ -49,6 +41,7 @@ from .errors import (
 )
 from .keys import DEFAULT_PREFIX, QueueKeys
 from .maintenance import LockRegistry, Maintenance
+from .marker import MarkerWaiter
 from .transitions import Fetched, Transitions, WorkerIdentity
 from .worker_job import WorkerJob, job_for_processor
 
@@ -58,9 +51,6 @@ Processor = Callable[[Any], Any]
 
 #: Errors that mean "the server went away": retried with backoff, never fatal.
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
-
-#: fakeredis has no CLIENT UNBLOCK, so a blocked fetcher there wakes at least this often.
-_FAKE_BLOCK_CAP_S = 0.2
 
 #: How close to a delayed job's due time the fetcher stops blocking on Redis and sleeps locally.
 _LOCAL_WAIT_S = 0.15
@@ -155,8 +145,8 @@ class Worker:
         self._close_timeout: float | None = None
         self._run_ident: int | None = None
         self._thread: threading.Thread | None = None
-        self._blocking: redis.Redis | None = None
-        self._blocking_id: int | None = None
+        self._marker = MarkerWaiter(self.client, self.keys.marker, max_block_s=self.drain_delay,
+                                    client_name=self._client_name())
         self._pid = PidGuard()
         self._scheduler: Any = None
         self._state_lock = threading.Lock()
@@ -179,10 +169,7 @@ class Worker:
         self._run_ident = threading.get_ident()
         threads: list[threading.Thread] = []
         try:
-            self._blocking = dedicated_client(
-                self.client, socket_timeout=self.drain_delay + BLOCK_SOCKET_MARGIN_S,
-                client_name=self._client_name(),
-            )
+            self._marker.open()
             maintenance = threading.Thread(target=self._maintenance_loop, name=f"echomq-maint-{self.queue_name}",
                                            daemon=True)
             maintenance.start()
@@ -289,10 +276,10 @@ class Worker:
                     continue
                 timeout = min(timeout, remaining - _LOCAL_WAIT_S + 0.01)
             try:
-                self._wait_for_marker(timeout)
+                self._marker.wait(timeout, self._stop)
                 backoff.reset()
             except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
-                self._blocking_id = None
+                self._marker.connection_lost()
                 self._pause_after_error("waiting for jobs", exc, backoff)
 
     def _pause_after_error(self, what: str, exc: BaseException, backoff: Backoff) -> None:
@@ -300,34 +287,10 @@ class Worker:
         log.warning("worker %s: Redis failed while %s (%s); retrying in %.2f s", self.queue_name, what, exc, delay)
         self._stop.wait(delay)
 
-    def _wait_for_marker(self, timeout: float) -> None:
-        """BZPOPMIN on the marker: member "0" = a job is ready, "1" = a delayed job is due at
-        its score. Either way the next moveToActive finds out what to do."""
-        blocking = self._blocking
-        if blocking is None or self._stop.is_set():
-            return
-        if is_fake(blocking):
-            timeout = min(timeout, _FAKE_BLOCK_CAP_S)
-        elif self._blocking_id is None:
-            self._blocking_id = int(blocking.client_id())
-        if self._stop.is_set():
-            return
-        blocking.bzpopmin(self.keys.marker, timeout=max(0.001, round(timeout, 3)))
-
     def _wake_fetcher(self) -> None:
         with self._slots:
             self._slots.notify_all()
-        if self._blocking is None or is_fake(self._blocking):
-            return
-        deadline = time.monotonic() + self.drain_delay + 1
-        while not self._fetcher_done.is_set() and time.monotonic() < deadline:
-            client_id = self._blocking_id
-            if client_id is not None:
-                try:
-                    self.client.client_unblock(client_id)
-                except redis.RedisError:
-                    pass
-            self._fetcher_done.wait(0.05)
+        self._marker.interrupt(self._fetcher_done, self.drain_delay + 1)
 
     # -- processing -------------------------------------------------------------------------
     def _processor_loop(self) -> None:
@@ -406,20 +369,14 @@ class Worker:
     def _fail(self, state: WorkerJob, exc: BaseException, fetch_next: bool) -> Fetched | None:
         reason = str(exc) or type(exc).__name__
         fields = ["failedReason", reason, "stacktrace", _to_json(state.stacktrace_with(exc))]
-        if state.attempts_made + 1 < state.attempts and not isinstance(exc, UnrecoverableError):
-            try:
-                delay = compute_delay(state.opts.get("backoff"), state.attempts_made + 1, error=exc,
-                                      job=state, strategy=self.backoff_strategy)
-            except InvalidInputError as bad:
-                log.error("job %s: %s; failing it", state.job_id, bad)
-                delay = NO_RETRY
-            if delay > 0:
-                return self.transitions.move_to_delayed(state.job_id, state.token, self.clock(), delay,
-                                                        fields=fields, fetch_next=fetch_next)
-            if delay == 0:
-                self.transitions.retry(state.job_id, state.token, self.clock(),
-                                       lifo=bool(state.opts.get("lifo")), fields=fields)
-                return None
+        delay = state.retry_delay(exc, self.backoff_strategy)
+        if delay is not None and delay > 0:
+            return self.transitions.move_to_delayed(state.job_id, state.token, self.clock(), delay,
+                                                    fields=fields, fetch_next=fetch_next)
+        if delay == 0:
+            self.transitions.retry(state.job_id, state.token, self.clock(),
+                                   lifo=bool(state.opts.get("lifo")), fields=fields)
+            return None
         fetched = self.transitions.move_to_finished(
             state.job_id, state.token, self.clock(), completed=False, value=reason,
             keep=state.opts.get("removeOnFail"), attempts=state.attempts, fetch_next=fetch_next, fields=fields,
@@ -479,10 +436,6 @@ class Worker:
         self._stop_maintenance.set()
         for thread in maintenance:
             thread.join()
-        if self._blocking is not None:
-            try:
-                self._blocking.close()
-            except redis.RedisError:
-                pass
+        self._marker.close()
         self._stopped.set()
 

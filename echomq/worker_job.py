@@ -9,16 +9,20 @@ hash, plus what only the lock holder may do (wait for its children).
 from __future__ import annotations
 
 import json
+import logging
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from .errors import raise_for_code
+from .backoff import NO_RETRY, BackoffStrategy, compute_delay
+from .errors import InvalidInputError, UnrecoverableError, raise_for_code
 from .job import Job
 from .scripts import script
 
 if TYPE_CHECKING:  # pragma: no cover
     from .worker import Worker
+
+log = logging.getLogger(__name__)
 
 
 class WorkerJob:
@@ -56,6 +60,20 @@ class WorkerJob:
     def deferred_failure(self) -> str | None:
         """``defa``: the stalled check or a failed child decided this job must fail."""
         return self.hash.get("defa") or None
+
+    def retry_delay(self, exc: BaseException, strategy: BackoffStrategy | None = None) -> int | None:
+        """After a failed attempt: the backoff in ms before the next one (0: at once), or None
+        when the job fails for good (no attempts left, UnrecoverableError, strategy said -1).
+        Protocol §3: retry while ``atm + 1 < attempts``; n = atm + 1 is the attempt that failed."""
+        if self.attempts_made + 1 >= self.attempts or isinstance(exc, UnrecoverableError):
+            return None
+        try:
+            delay = compute_delay(self.opts.get("backoff"), self.attempts_made + 1, error=exc, job=self,
+                                  strategy=strategy)
+        except InvalidInputError as bad:
+            log.error("job %s: %s; failing it", self.job_id, bad)
+            return None
+        return None if delay == NO_RETRY else max(0, delay)
 
     def stacktrace_with(self, exc: BaseException) -> list[str]:
         """The stored traces plus this failure's, trimmed to ``opts.stackTraceLimit``."""
