@@ -114,3 +114,18 @@ def test_a_reader_that_falls_behind_a_trim_gets_a_gap_notice(redis_server_factor
     assert gap.from_id == ids[delivered_before - 1] and gap.to_id == ids[900]
     assert gap.approx_lost == 900 - delivered_before
     assert collector.ids() == ids[:delivered_before] + ids[900:]
+
+
+def test_dollar_without_xinfo_permission_still_starts_at_the_tail(redis_server_factory: Any) -> None:
+    server = redis_server_factory(persistent=False)
+    admin = redis.Redis.from_url(server.url)
+    admin.execute_command("ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@all", "-xinfo")
+    before = write(admin, 0, 3)
+    collector = Collector()
+    qe = QueueEvents(f"redis://reader:pw@127.0.0.1:{server.port}", "faults", block_ms=1000)
+    qe.subscribe(collector)
+    with qe:
+        assert qe.last_event_id == before[-1]
+        after = write(admin, 3, 2)
+        collector.wait_for_count(2)
+    assert collector.ids() == after
