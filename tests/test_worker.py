@@ -431,3 +431,38 @@ def test_a_decode_responses_client_works_too(connection: redis.Redis, queue_name
     assert _h(connection, queue_name, ok)["returnvalue"] == "4"
     assert _h(connection, queue_name, bad)["atm"] == "2"
     text_client.close()
+
+
+def test_several_workers_share_a_queue_each_job_once(connection: redis.Redis, queue_name: str) -> None:
+    k = QueueKeys(queue_name)
+    n = 600
+    pipe = connection.pipeline(transaction=False)
+    for i in range(n):
+        seed_job(pipe, queue_name, data={"i": i}, opts={"attempts": 2} if i % 7 == 0 else None)
+    pipe.execute()
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def make(name: str) -> Any:
+        def process(job: Any) -> str:
+            with lock:
+                seen.append((name, job.data["i"]))
+            if job.data["i"] % 7 == 0 and job.attempts_made == 0:
+                raise RuntimeError("again")
+            return name
+        return process
+
+    workers = [Worker(connection, queue_name, make(f"w{i}"), concurrency=3, name=f"w{i}") for i in range(3)]
+    runners = [Running(w) for w in workers]
+    for r in runners:
+        r.__enter__()
+    try:
+        assert wait_until(lambda: connection.zcard(k.completed) == n, timeout=60)
+    finally:
+        for r in runners:
+            r.__exit__()
+    retried = len(range(0, n, 7))
+    assert len(seen) == n + retried  # every job once, the flaky ones twice
+    assert sorted({i for _, i in seen}) == list(range(n))
+    assert len({name for name, _ in seen}) == 3  # all three took part
+    assert connection.llen(k.active) == 0 and connection.zcard(k.failed) == 0
