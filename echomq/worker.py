@@ -66,6 +66,19 @@ def _to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _keep_option(field: str, value: Any) -> Any:
+    """True (delete at once), False/None (keep all), a count, or {"age": s, "count": n, "limit": n}."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, dict) and value and set(value) <= {"age", "count", "limit"} and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value.values()):
+        return value
+    raise InvalidInputError(f"Worker {field}={value!r}: must be a bool, a count >= 0, or "
+                            "{'age': seconds, 'count': n, 'limit': n}")
+
+
 def _positive_int(field: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(f"Worker {field}={value!r}: must be an integer >= {minimum}")
@@ -97,6 +110,8 @@ class Worker:
         backoff_strategy: BackoffStrategy | None = None,
         limiter: dict[str, int] | None = None,
         skip_stalled_check: bool = False,
+        remove_on_complete: Any = None,
+        remove_on_fail: Any = None,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         if not callable(processor):
@@ -119,6 +134,9 @@ class Worker:
         self.name = name
         self.drain_delay = float(drain_delay)
         self.backoff_strategy = backoff_strategy
+        # BullMQ's worker-level keep rules: used for jobs whose own opts do not say.
+        self.remove_on_complete = _keep_option("remove_on_complete", remove_on_complete)
+        self.remove_on_fail = _keep_option("remove_on_fail", remove_on_fail)
         self.clock = clock
         self.id = uuid.uuid4().hex
         self.transitions = Transitions(
@@ -360,7 +378,8 @@ class Worker:
     def _complete(self, state: WorkerJob, value: str, fetch_next: bool) -> Fetched | None:
         fetched = self.transitions.move_to_finished(
             state.job_id, state.token, self.clock(), completed=True, value=value,
-            keep=state.opts.get("removeOnComplete"), attempts=state.attempts, fetch_next=fetch_next,
+            keep=state.opts.get("removeOnComplete", self.remove_on_complete), attempts=state.attempts,
+            fetch_next=fetch_next,
         )
         with self._processed_lock:
             self.processed += 1
@@ -379,7 +398,8 @@ class Worker:
             return None
         fetched = self.transitions.move_to_finished(
             state.job_id, state.token, self.clock(), completed=False, value=reason,
-            keep=state.opts.get("removeOnFail"), attempts=state.attempts, fetch_next=fetch_next, fields=fields,
+            keep=state.opts.get("removeOnFail", self.remove_on_fail), attempts=state.attempts,
+            fetch_next=fetch_next, fields=fields,
         )
         with self._processed_lock:
             self.processed += 1

@@ -317,7 +317,8 @@ def test_a_non_json_return_value_fails_the_job(connection: redis.Redis, queue_na
     ("kwargs", "field"),
     [({"concurrency": 0}, "concurrency"), ({"lock_duration": -1}, "lock_duration"),
      ({"stalled_interval": 1.5}, "stalled_interval"), ({"max_stalled_count": -1}, "max_stalled_count"),
-     ({"drain_delay": 0}, "drain_delay"), ({"limiter": {"max": 1}}, "limiter")],
+     ({"drain_delay": 0}, "drain_delay"), ({"limiter": {"max": 1}}, "limiter"),
+     ({"remove_on_complete": -1}, "remove_on_complete"), ({"remove_on_fail": {"days": 1}}, "remove_on_fail")],
 )
 def test_bad_settings_are_refused_and_nothing_is_written(
     connection: redis.Redis, queue_name: str, kwargs: dict[str, Any], field: str
@@ -466,3 +467,16 @@ def test_several_workers_share_a_queue_each_job_once(connection: redis.Redis, qu
     assert sorted({i for _, i in seen}) == list(range(n))
     assert len({name for name, _ in seen}) == 3  # all three took part
     assert connection.llen(k.active) == 0 and connection.zcard(k.failed) == 0
+
+
+def test_worker_keep_rules_apply_where_the_job_sets_none(connection: redis.Redis, queue_name: str) -> None:
+    k = QueueKeys(queue_name)
+    ids = [seed_job(connection, queue_name) for _ in range(4)]
+    own = seed_job(connection, queue_name, opts={"removeOnComplete": False})
+    done = []
+    with Running(Worker(connection, queue_name, done.append, remove_on_complete={"count": 2})):
+        assert wait_until(lambda: len(done) == 5 and connection.llen(k.active) == 0)
+        assert wait_until(lambda: connection.zcard(k.completed) <= 3)
+    # the worker's count trimmed as the others finished; the last job's own rule (keep all) won
+    assert _ids(connection.zrange(k.completed, 0, -1)) == [ids[2], ids[3], own]
+    assert connection.exists(k.job(own)) and not connection.exists(k.job(ids[0]))
