@@ -403,6 +403,11 @@ def test_a_processor_can_wait_for_the_children_it_adds(connection: redis.Redis, 
     assert json.loads(_h(connection, queue_name, parent_id)["returnvalue"]) == [10, 20]
     seq = [(e["event"], e.get("prev")) for e in events(connection, queue_name) if e.get("jobId") == parent_id]
     assert ("waiting-children", "active") in seq and ("waiting", "waiting-children") in seq
+    # D.2: the parent's release is written before the last child's own "completed"
+    stream = events(connection, queue_name)
+    release = next(i for i, e in enumerate(stream) if e.get("prev") == "waiting-children")
+    last_child_done = max(i for i, e in enumerate(stream) if e["event"] == "completed" and e["jobId"] != parent_id)
+    assert release == last_child_done - 1
     assert _h(connection, queue_name, parent_id)["ats"] == "2"
 
 
