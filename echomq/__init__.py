@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "Worker": "worker",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 - the one list is _EXPORTS
 
 
 def __getattr__(name: str) -> Any:

@@ -12,13 +12,13 @@ import os
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import redis
 
 from .errors import ForkedProcessError, InvalidInputError
 
-Connection = Union["redis.Redis[Any]", "redis.Redis", str]
+Connection: TypeAlias = "redis.Redis | str"
 
 #: Extra time on top of a BLOCK before the socket read gives up: the server answers a BLOCK
 #: exactly at its timeout, so a socket timeout of block + margin never fires on a healthy link.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InvalidQueueNameError, InvalidInputError
+from .errors import InvalidInputError, InvalidQueueNameError
 
 DEFAULT_PREFIX = "emq"
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import redis
 from redis.commands.core import Script

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from echomq.errors import InvalidQueueNameError, InvalidInputError
+from echomq.errors import InvalidInputError, InvalidQueueNameError
 from echomq.keys import QueueKeys, iteration_job_id
 
 
