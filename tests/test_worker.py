@@ -485,3 +485,24 @@ def test_worker_keep_rules_apply_where_the_job_sets_none(connection: redis.Redis
     # the worker's count trimmed as the others finished; the last job's own rule (keep all) won
     assert _ids(connection.zrange(k.completed, 0, -1)) == [ids[2], ids[3], own]
     assert connection.exists(k.job(own)) and not connection.exists(k.job(ids[0]))
+
+
+def test_options_given_to_queue_add_steer_the_worker(connection: redis.Redis, queue_name: str) -> None:
+    from echomq.queue import Queue
+
+    k = QueueKeys(queue_name)
+    queue = Queue(connection, queue_name)
+    gone = queue.add("gone", {}, remove_on_complete=True).id
+    capped = queue.add("capped", {}, attempts=3, backoff={"type": "fixed", "delay": 10}, stack_trace_limit=1).id
+
+    def process(job: Any) -> str:
+        if job.name == "capped":
+            raise RuntimeError(f"attempt {job.attempts_made + 1}")
+        return "ok"
+
+    with Running(Worker(connection, queue_name, process)):
+        assert wait_until(lambda: connection.zcard(k.failed) == 1 and connection.llen(k.active) == 0)
+    assert not connection.exists(k.job(gone))
+    job = queue.get_job(capped)
+    assert job is not None and job.attempts_made == 3 and job.failed_reason == "attempt 3"
+    assert len(job.stacktrace) == 1 and "attempt 3" in job.stacktrace[0]
