@@ -75,7 +75,10 @@ def run_echomq(client: redis.Redis, n: int, concurrency: int) -> float:
     finished.wait(300)
     worker.close()
     thread.join()
+    completed = client.zcard(QueueKeys(name).completed)
     cleanup(client, name)
+    if completed != n:
+        raise SystemExit(f"EchoMQ completed {completed} of {n} jobs")
     return end[0] - t0
 
 
