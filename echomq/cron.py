@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from .cron_parse import CronFields, parse_pattern
+from .cron_walk import accepted, near_odd_transition, walk_next
 from .errors import InvalidScheduleError
 
 Wall = tuple[int, int, int, int, int, int]  # year, month, day, hour, minute, second
@@ -224,6 +225,10 @@ class CronSchedule:
             found = self.next_wall(_wall_of(after + zone))
             return None if found is None else (_wall_seconds(found) - zone) * 1000
         result = self._next_zoned(after, zone, reference_ms % 1000 != 0)
+        if result is not None and near_odd_transition(zone, after, result):
+            walked = walk_next(self, zone, reference_ms)
+            if walked != result and accepted(self, zone, reference_ms, walked):
+                result = walked  # BullMQ's own answer where it is a real run (cron_walk)
         return None if result is None else result * 1000
 
     def runs_after(self, reference_ms: int) -> Iterator[int]:

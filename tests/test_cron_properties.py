@@ -5,7 +5,8 @@ every minute of a window, read its wall clock in the zone, and collect the runs,
 the DST rules (gap runs shifted forward by the gap, once; a repeated stretch runs once unless
 the hour field is ``*`` or the reference is already in its second pass). The evaluator must
 give exactly the model's first run. The same model is the judge where BullMQ's cron-parser is
-erratic (Australia/Lord_Howe, Pacific/Chatham): there we assert our answer is the right one.
+erratic (Australia/Lord_Howe, Pacific/Chatham): there we give BullMQ's own answer only when it
+is a real run that skips no existing one (``real_run_skipping_nothing``), the model's otherwise.
 """
 
 from __future__ import annotations
@@ -100,9 +101,49 @@ def model_runs(pattern: str, tz: str | None, ref_ms: int, window: int = WINDOW) 
     return ordered
 
 
+def _odd_transition_between(zone: Any, low: int, high: int) -> bool:
+    """An offset change in [low, high] that is not a whole-hour shift at a whole hour of the clock."""
+    for t in range(low, high, 900):
+        before, after = _offset(t, zone), _offset(t + 900, zone)
+        if before != after:
+            change = next(c for c in range(t + 1, t + 901) if _offset(c, zone) == after)
+            if (after - before) % 3600 or (change + before) % 3600:
+                return True
+    return False
+
+
+def real_run_skipping_nothing(pattern: str, tz: str, ref_ms: int, got_ms: int) -> bool:
+    """BullMQ's answer near a partial-hour transition, accepted by cron_walk: a wall time that
+    matches, after the reference, with no matching existing instant before it other than the
+    second pass of a repeated stretch (unless the reference is in that second pass)."""
+    f = parse_pattern(pattern)
+    zone = ZoneInfo(tz)
+    after, got = ref_ms // 1000, got_ms // 1000
+    if got <= after or got_ms % 1000 or not wall_matches(f, dt.datetime.fromtimestamp(got, zone)):
+        return False
+    in_second_pass = dt.datetime.fromtimestamp(after, zone).fold == 1
+    for minute in range(after - after % 60, got, 60):
+        local = dt.datetime.fromtimestamp(minute, zone)
+        if local.fold == 1 and not in_second_pass:
+            continue
+        if local.month in f.months and local.hour in f.hours and local.minute in f.minutes and day_matches(
+                f, local.date()) and any(after < minute + s < got for s in f.seconds):
+            return False
+    return True
+
+
 def check_against_model(pattern: str, tz: str | None, ref_ms: int, got_ms: int | None) -> None:
-    """``got`` is after the reference, is a run, and no run lies between (within the window)."""
+    """``got`` is after the reference, is a run, and no run lies between (within the window).
+
+    Within a day of a transition that is not a whole-hour shift at a whole hour (Lord_Howe,
+    Chatham), BullMQ's walk may also be the answer when it is a real run skipping nothing
+    that exists (see echomq/cron_walk.py); anything else must still be the model's run.
+    """
     runs = model_runs(pattern, tz, ref_ms)
+    if tz is not None and got_ms is not None and got_ms != (runs[0] * 1000 if runs else None) and (
+            _odd_transition_between(ZoneInfo(tz), ref_ms // 1000 - 86400, got_ms // 1000 + 86400)):
+        assert real_run_skipping_nothing(pattern, tz, ref_ms, got_ms), (pattern, tz, ref_ms, got_ms)
+        return
     if runs:
         assert got_ms == runs[0] * 1000, (pattern, tz, ref_ms, got_ms, runs[0] * 1000)
         return
@@ -196,7 +237,7 @@ def test_odd_zone_answers_are_correct_even_where_bullmq_differs() -> None:
         got = calculate_next_millis({"pattern": case["pattern"], "tz": case["tz"]}, case["ref"])
         differ += got != case["next"]
         check_against_model(case["pattern"], case["tz"], case["ref"], got)
-    assert differ < len(cases) * 0.15
+    assert differ < len(cases) * 0.05
 
 
 @pytest.mark.parametrize(("pattern", "tz", "ref_iso", "expected_iso"), [
