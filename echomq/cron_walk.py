@@ -242,12 +242,18 @@ def accepted(schedule: CronSchedule, zone: ZoneInfo, reference_ms: int, answer: 
     reference may match on a wall time that exists, other than the second pass of a repeated
     stretch the reference is not already in (BullMQ may skip those, as in whole-hour zones).
     """
-    after = reference_ms // 1000
-    if answer is None or answer <= after:
+    if answer is None or answer <= reference_ms // 1000:
         return False
     local = _dt.datetime.fromtimestamp(answer, zone)
     if not schedule.matches_wall((local.year, local.month, local.day, local.hour, local.minute, local.second)):
         return False
+    return not skips_existing_run(schedule, zone, reference_ms, answer)
+
+
+def skips_existing_run(schedule: CronSchedule, zone: ZoneInfo, reference_ms: int, answer: int) -> bool:
+    """Does a matching instant on an existing wall time lie between the reference and ``answer``
+    (epoch seconds), not counting a second pass the reference is not already in?"""
+    after = reference_ms // 1000
     ref_local = _dt.datetime.fromtimestamp(after, zone)
     in_second_pass = ref_local.fold == 1
     wall = schedule.next_wall((ref_local.year, ref_local.month, ref_local.day, ref_local.hour, ref_local.minute,
@@ -258,7 +264,7 @@ def accepted(schedule: CronSchedule, zone: ZoneInfo, reference_ms: int, answer: 
         second = _offset_of(moment, 1, zone)
         naive = (moment.toordinal() - _EPOCH_ORDINAL) * 86400 + moment.hour * 3600 + moment.minute * 60 + moment.second
         if naive - max(first, second) >= answer:
-            return True
+            return False
         if first == second:
             instants = [naive - first]
         elif first > second:  # repeated: the first pass, and the second only from inside it
@@ -266,9 +272,9 @@ def accepted(schedule: CronSchedule, zone: ZoneInfo, reference_ms: int, answer: 
         else:
             instants = []  # inside a gap: no such wall time
         if any(after < instant < answer for instant in instants):
-            return False
+            return True
         wall = schedule.next_wall(wall)
-    return True
+    return False
 
 
 def _offset_of(moment: _dt.datetime, fold: int, zone: ZoneInfo) -> int:
