@@ -79,9 +79,14 @@ def odd_transitions(zone: ZoneInfo, year: int) -> tuple[int, ...]:
     return tuple(found)
 
 
-def near_odd_transition(zone: ZoneInfo, low: int, high: int) -> bool:
-    """Is there an odd transition between two epoch seconds (a day of margin each side)?"""
-    low, high = low - 86400, high + 86400
+def near_odd_transition(zone: ZoneInfo, reference: int, result: int) -> bool:
+    """Can the walk's path from ``reference`` to ``result`` (epoch seconds) touch an odd transition?
+
+    Its steps truncate to the wall hour and may read a wall time back with the earlier offset,
+    so a transition up to three hours before the reference counts; one after our result does
+    not (the walk could then only skip that result, which ``accepted`` refuses).
+    """
+    low, high = reference - 3 * 3600, result
     first = _dt.date.fromordinal(low // 86400 + _EPOCH_ORDINAL).year
     last = _dt.date.fromordinal(high // 86400 + _EPOCH_ORDINAL).year
     return any(low <= t <= high for year in range(first, last + 1) for t in odd_transitions(zone, year))
