@@ -18,7 +18,10 @@ follows what BullMQ does in whole-hour zones, generalised so it also holds in th
 
 Where a transition touches midnight, cron-parser steps the calendar rather than the clock and
 so sees a different day; that is reproduced, as is one fall-back quirk, so the two runtimes
-agree (docs/cron.md lists each rule and the few cases where we keep the right answer instead).
+agree. Near a transition that is not a whole-hour shift at a whole hour (Lord_Howe, Chatham)
+the rules above are only the fallback: ``cron_walk`` models cron-parser's path-dependent
+search and its answer is given whenever it is a real run that skips no existing one
+(docs/cron.md lists each rule and the cases where we keep the right answer instead).
 """
 
 from __future__ import annotations

@@ -74,3 +74,39 @@ def test_fresh_random_dst_cases_agree_live(bullmq_peer: Any) -> None:
     differ = [(case, live, _ours(case)) for case, live in zip(cases, _bullmq(bullmq_peer, cases))
               if live != _ours(case)]
     assert not differ, (f"seed {seed}", differ[:5])
+
+
+def test_odd_transitions_walk_model_and_divergences_live(bullmq_peer: Any) -> None:
+    """Around Lord_Howe and Chatham transitions: the walk model gives BullMQ's live answer, and
+    where we answer otherwise BullMQ's answer is not a real run skipping nothing (its error)."""
+    from echomq.cron import compile_schedule
+    from echomq.cron_walk import accepted, walk_next
+
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    pool = [(zone, t) for zone in corpus.ODD_ZONES for t in corpus.transitions(zone, 2000, 2035)]
+    cases = []
+    for _ in range(800):
+        zone, t = rng.choice(pool)
+        h, h1, hm = corpus.hours_for(zone, t)
+        fields = corpus.rand_pattern(rng).split()
+        if rng.random() < 0.7:
+            fields[-4] = rng.choice([str(h), f"{hm}-{h1}", f"{h},{h1}", "*", f"*/{rng.randint(1, 3)}"])
+        if rng.random() < 0.5:
+            fields[-5] = rng.choice(["0", "30", "*/15", "*/20", "45", "59"])
+        cases.append({"pattern": " ".join(fields), "tz": zone,
+                      "ref": t + rng.randint(-3 * 3_600_000, 3 * 3_600_000) + rng.choice([0, 0, 1, 999])})
+    walk_differs, wrongly_kept = [], []
+    for case, live in zip(cases, _bullmq(bullmq_peer, cases)):
+        ours = _ours(case)
+        if live == "error" or ours == "error":
+            assert live == ours, (f"seed {seed}", case, live, ours)
+            continue
+        schedule = compile_schedule(case["pattern"], case["tz"])
+        walked = walk_next(schedule, schedule.zone, case["ref"])
+        if (None if walked is None else walked * 1000) != live:
+            walk_differs.append((case, live, walked))
+        if ours != live and live is not None and accepted(schedule, schedule.zone, case["ref"], live // 1000):
+            wrongly_kept.append((case, live, ours))
+    assert not walk_differs, (f"seed {seed}", walk_differs[:5])
+    assert not wrongly_kept, (f"seed {seed}", wrongly_kept[:5])
