@@ -72,7 +72,7 @@ def odd_transitions(zone: ZoneInfo, year: int) -> tuple[int, ...]:
             while high - low > 1:
                 middle = (low + high) // 2
                 low, high = (middle, high) if _offset_at(middle, zone) == before else (low, middle)
-            if (after - before) % 3600 or (high + before) % 3600:
+            if abs(after - before) != 3600 or (high + before) % 3600:
                 found.append(high)
             before = after
         t += _SCAN
