@@ -237,7 +237,10 @@ class _Walk:
 
 def walk_next(schedule: CronSchedule, zone: ZoneInfo, reference_ms: int) -> int | None:
     """Where cron-parser's walk from ``reference_ms`` ends (epoch seconds), or None if it gives up."""
-    return _Walk(schedule, zone, reference_ms // 1000).run(reference_ms)
+    try:
+        return _Walk(schedule, zone, reference_ms // 1000).run(reference_ms)
+    except (OverflowError, ValueError):
+        return None  # walked past the year 9999: no answer of its own, the caller's rules stand
 
 
 def accepted(schedule: CronSchedule, zone: ZoneInfo, reference_ms: int, answer: int | None) -> bool:
