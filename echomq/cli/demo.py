@@ -1,11 +1,9 @@
 """``echomq demo`` (``make demo``): the README's main story, runnable with no server at all.
 
-Today it shows the events half: a fixed lifecycle of two jobs is written onto
-``emq:{demo}:events`` exactly as the transition scripts write it (BullMQ 6.7's fields, in its
-order), while a QueueEvents thread prints each event as it arrives; then everything closes.
-The setup (:func:`open_connection`), the story (:func:`lifecycle`, :func:`write_story`) and the
-printing subscriber (:class:`~echomq.cli.events.EventPrinter`) are separate so that the Worker issue
-can replace the hand-written story with a real scheduler and worker.
+A job scheduler fires every second; a Worker runs each iteration (every third fails once and
+is retried after a short backoff); a QueueEvents thread prints the whole lifecycle as the
+scripts write it onto ``emq:{demo}:events``. After about ten seconds the scheduler is removed
+and the Worker and QueueEvents close, each reporting how long that took.
 
 Without ``REDIS_URL`` (or ``--redis``) it runs on an embedded fakeredis server.
 """
@@ -17,17 +15,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 import redis
 
-from ..events import EventType, encode_event
-from ..keys import QueueKeys
+from ..errors import InvalidInputError
 from ..queue_events import QueueEvents
+from ..scheduler import JobScheduler
+from ..worker import Worker
 from .events import EventPrinter
 
-Story = Sequence[tuple[EventType, dict[str, Any]]]
+SCHEDULER_ID = "heartbeat"
 
 
 def open_connection(url: str | None) -> tuple[redis.Redis, str]:
@@ -39,57 +37,74 @@ def open_connection(url: str | None) -> tuple[redis.Redis, str]:
     return fakeredis.FakeRedis(server=fakeredis.FakeServer()), "embedded fakeredis (set REDIS_URL for a real server)"
 
 
-def lifecycle(now_ms: int) -> Story:
-    """Two jobs' lives as the scripts record them: one completes, one is delayed and fails."""
-    return [
-        (EventType.ADDED, {"jobId": "1", "name": "send-welcome-email"}),
-        (EventType.WAITING, {"jobId": "1"}),
-        (EventType.ADDED, {"jobId": "2", "name": "resize-avatar"}),
-        (EventType.DELAYED, {"jobId": "2", "delay": str(now_ms + 1000)}),
-        (EventType.ACTIVE, {"jobId": "1", "prev": "waiting"}),
-        (EventType.PROGRESS, {"jobId": "1", "data": '{"percent":50}'}),
-        (EventType.COMPLETED, {"jobId": "1", "returnvalue": '{"sent":true}', "prev": "active"}),
-        (EventType.WAITING, {"jobId": "2", "prev": "delayed"}),
-        (EventType.ACTIVE, {"jobId": "2", "prev": "waiting"}),
-        (EventType.FAILED, {"jobId": "2", "failedReason": "image too large", "prev": "active"}),
-        (EventType.RETRIES_EXHAUSTED, {"jobId": "2", "attemptsMade": "1"}),
-        (EventType.DRAINED, {}),
-    ]
+class Heartbeat:
+    """The demo's processor: every third iteration fails on its first attempt (the stream only
+    says ``delayed`` for a retry, so the processor says why)."""
+
+    def __init__(self, out: TextIO, retry_delay_ms: int) -> None:
+        self.out = out
+        self.retry_delay_ms = retry_delay_ms
+        self.runs = 0
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, job: Any) -> dict[str, Any]:
+        iteration = int((job.raw_opts.get("repeat") or {}).get("count") or 0)
+        with self._lock:
+            self.runs += 1
+            fail = iteration % 3 == 0 and job.attempts_made == 0
+            if fail:
+                self.failures += 1
+                self.out.write(f"{'':>17}  (processor: iteration {iteration} raises; it retries in "
+                               f"{self.retry_delay_ms} ms)\n")
+                self.out.flush()
+        if fail:
+            raise RuntimeError(f"iteration {iteration} fails once")
+        return {"iteration": iteration, "attempt": job.attempts_made + 1}
 
 
-def write_story(client: redis.Redis, keys: QueueKeys, story: Story, pause_s: float) -> None:
-    for event_type, fields in story:
-        entry: dict[Any, Any] = encode_event(event_type, fields)
-        client.xadd(keys.events, entry)
-        if pause_s:
-            time.sleep(pause_s)
-
-
-def run_demo(client: redis.Redis, queue_name: str, out: TextIO, pause_s: float = 0.05) -> int:
-    keys = QueueKeys(queue_name)
-    story = lifecycle(int(time.time() * 1000))
-    printer = EventPrinter(out, limit=len(story))
-    out.write(f"QueueEvents on {keys.events}: printing each event as it arrives\n")
-    events = QueueEvents(client, queue_name, block_ms=2000)
+def run_demo(client: redis.Redis, queue_name: str, out: TextIO, *, seconds: float = 10.0,
+             every_ms: int = 1000, retry_delay_ms: int = 300) -> int:
+    if seconds <= 0 or every_ms <= 0 or retry_delay_ms <= 0:
+        raise InvalidInputError(f"demo: seconds={seconds}, every_ms={every_ms} and "
+                                f"retry_delay_ms={retry_delay_ms} must be > 0")
+    printer = EventPrinter(out)
+    events = QueueEvents(client, queue_name, block_ms=1000)
     events.subscribe(printer)
-    events.start()
-    writer = threading.Thread(target=write_story, args=(client, keys, story, pause_s), name="echomq-demo-producer")
-    writer.start()
-    received = printer.enough.wait(10)
-    writer.join()
-    started = time.perf_counter()
-    events.close(timeout=2)
-    closed_ms = (time.perf_counter() - started) * 1000
-    out.write(f"{printer.printed}/{len(story)} events received; QueueEvents closed in {closed_ms:.1f} ms\n")
+    scheduler = JobScheduler(client, queue_name)
+    heartbeat = Heartbeat(out, retry_delay_ms)
+    worker = Worker(client, queue_name, heartbeat, name="demo", drain_delay=1.0)
+    out.write(f"scheduler {SCHEDULER_ID!r} every {every_ms} ms on queue {queue_name!r}; a Worker runs each "
+              f"iteration (every third fails once, retried after {retry_delay_ms} ms);\n"
+              f"QueueEvents prints the lifecycle as it happens, for {seconds:g} s:\n")
     out.flush()
-    return 0 if received and not events.running else 1
+    events.start()
+    try:
+        worker.start()
+        scheduler.upsert(SCHEDULER_ID, {"every": every_ms}, "heartbeat", {"source": "echomq demo"},
+                         {"attempts": 2, "backoff": {"type": "fixed", "delay": retry_delay_ms}})
+        time.sleep(seconds)
+        scheduler.remove(SCHEDULER_ID)
+    finally:
+        started = time.perf_counter()
+        worker.close(timeout=5)
+        worker_ms = (time.perf_counter() - started) * 1000
+        time.sleep(0.2)  # let the reader print the last entries before it closes
+        started = time.perf_counter()
+        events.close(timeout=2)
+        events_ms = (time.perf_counter() - started) * 1000
+    out.write(f"{heartbeat.runs} runs ({heartbeat.failures} failed once and were retried), "
+              f"{printer.printed} events printed; Worker closed in {worker_ms:.0f} ms, "
+              f"QueueEvents in {events_ms:.0f} ms\n")
+    out.flush()
+    return 0 if not worker.running and not events.running and heartbeat.runs > 0 else 1
 
 
 def main(args: argparse.Namespace) -> int:
     client, label = open_connection(args.redis)
     sys.stdout.write(f"echomq demo on {label}\n")
     try:
-        return run_demo(client, args.queue, sys.stdout, pause_s=args.pause_ms / 1000)
+        return run_demo(client, args.queue, sys.stdout, seconds=args.seconds, every_ms=args.every_ms)
     finally:
         client.close()
 
@@ -98,5 +113,6 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="run the demo (fakeredis unless REDIS_URL is set)")
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL"), help="Redis URL (default: $REDIS_URL, else fakeredis)")
     parser.add_argument("--queue", default="demo", help="queue name (default: %(default)s)")
-    parser.add_argument("--pause-ms", type=float, default=50.0, help="pause between events (default: %(default)s)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the story runs (default: %(default)s)")
+    parser.add_argument("--every-ms", type=int, default=1000, help="the scheduler's interval (default: %(default)s)")
     parser.set_defaults(handler=main)
