@@ -22,6 +22,7 @@ import base64
 import itertools
 import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -62,8 +63,23 @@ def _now_ms() -> int:
 
 def _to_json(value: Any) -> str:
     """JSON as JSON.stringify writes it (compact, non-ASCII kept), so a return value or a stack
-    trace stored by EchoMQ is byte for byte what a BullMQ worker would have stored."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    trace stored by EchoMQ is byte for byte what a BullMQ worker would have stored. Like
+    JSON.stringify, NaN and the infinities become ``null``: the bare tokens are not JSON and
+    would break every reader of the hash and of the ``completed`` event."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _keep_option(field: str, value: Any) -> Any:

@@ -313,6 +313,17 @@ def test_a_non_json_return_value_fails_the_job(connection: redis.Redis, queue_na
     assert "JSON serializable" in _h(connection, queue_name, job_id)["failedReason"]
 
 
+def test_non_finite_floats_are_stored_as_null_like_json_stringify(connection: redis.Redis, queue_name: str) -> None:
+    k = QueueKeys(queue_name)
+    job_id = seed_job(connection, queue_name)
+    result = {"ratio": float("nan"), "limits": [float("inf"), 1.5]}
+    with Running(Worker(connection, queue_name, lambda job: result)):
+        assert wait_until(lambda: connection.zcard(k.completed) == 1)
+    assert json.loads(_h(connection, queue_name, job_id)["returnvalue"]) == {"ratio": None, "limits": [None, 1.5]}
+    [done] = [e for e in events(connection, queue_name) if e["event"] == "completed"]
+    assert json.loads(done["returnvalue"]) == {"ratio": None, "limits": [None, 1.5]}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [({"concurrency": 0}, "concurrency"), ({"lock_duration": -1}, "lock_duration"),
