@@ -11,9 +11,7 @@ tests/interop/node_modules. Every queue is unique and deleted afterwards.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -23,6 +21,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from bench_support import run_node_peer
 
 from echomq.keys import QueueKeys
 from echomq.queue import Queue
@@ -39,12 +39,7 @@ def data(i: int) -> dict:
 
 
 def node(*args: str) -> dict:
-    env = {**os.environ, "REDIS_URL": URL, "NODE_PATH": str(ROOT / "tests/interop/node_modules")}
-    done = subprocess.run(["node", str(Path(__file__).with_suffix(".js")), *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode:
-        raise SystemExit(f"node failed: {done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_node_peer(Path(__file__).with_suffix(".js"), URL, *args)
 
 
 def echomq_single(client: redis.Redis, name: str, n: int) -> float:

@@ -13,7 +13,6 @@ existing server instead. Every queue is unique and deleted afterwards.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -30,6 +29,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from bench_support import run_node_peer
 
 from echomq.keys import QueueKeys
 from echomq.scheduler import JobScheduler
@@ -68,12 +69,7 @@ def redis_url() -> Iterator[str]:
 
 
 def node(url: str, *args: str) -> dict:
-    env = {**os.environ, "REDIS_URL": url, "NODE_PATH": str(ROOT / "tests/interop/node_modules")}
-    done = subprocess.run(["node", str(Path(__file__).with_suffix(".js")), *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode:
-        raise SystemExit(f"node failed: {done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_node_peer(Path(__file__).with_suffix(".js"), url, *args)
 
 
 def upsert(sched: JobScheduler, i: int) -> None:
