@@ -24,8 +24,7 @@
 -- @include "getOrSetMaxEvents"
 -- @include "getDelayedScore"
 -- @include "addDelayMarkerIfNeeded"
--- @include "removeLock"
--- @include "updateJobFieldsFromJson"
+-- @include "releaseActiveJob"
 -- @include "workerOptionsFromArgs"
 -- @include "fetchNextJob"
 local jobKey = KEYS[5]
@@ -33,13 +32,9 @@ local jobId = ARGV[3]
 if redis.call("EXISTS", jobKey) == 0 then
   return -1
 end
-local code = removeLock(jobKey, KEYS[8], ARGV[4], jobId)
+local code = releaseActiveJob(jobKey, KEYS[2], KEYS[8], ARGV[4], jobId, ARGV[7])
 if code < 0 then
   return code
-end
-updateJobFieldsFromJson(jobKey, ARGV[7])
-if redis.call("LREM", KEYS[2], -1, jobId) < 1 then
-  return -3
 end
 local score, due = getDelayedScore(KEYS[4], ARGV[2], ARGV[5])
 if ARGV[6] ~= "1" then

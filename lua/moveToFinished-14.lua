@@ -42,8 +42,7 @@
     active and prioritized are empty and no delayed job exists (D.1).
 ]]
 -- @include "trimEvents"
--- @include "removeLock"
--- @include "updateJobFieldsFromJson"
+-- @include "releaseActiveJob"
 -- @include "updateParentOnChildFinished"
 -- @include "removeJobKeys"
 -- @include "removeFinishedJobs"
@@ -66,13 +65,9 @@ if target == "completed" then
     return -9
   end
 end
-local code = removeLock(jobKey, KEYS[5], ARGV[8], jobId)
+local code = releaseActiveJob(jobKey, KEYS[2], KEYS[5], ARGV[8], jobId, ARGV[13])
 if code < 0 then
   return code
-end
-updateJobFieldsFromJson(jobKey, ARGV[13])
-if redis.call("LREM", KEYS[2], -1, jobId) < 1 then
-  return -3
 end
 trimEvents(KEYS[9], KEYS[4])
 

@@ -22,8 +22,7 @@
 -- @include "isQueuePausedOrMaxed"
 -- @include "addBaseMarkerIfNeeded"
 -- @include "promoteDelayedJobs"
--- @include "removeLock"
--- @include "updateJobFieldsFromJson"
+-- @include "releaseActiveJob"
 local q = {wait = KEYS[2], active = KEYS[1], prioritized = KEYS[8], events = KEYS[6],
            delayed = KEYS[7], meta = KEYS[5], pc = KEYS[9], marker = KEYS[10]}
 local jobKey = KEYS[4]
@@ -32,13 +31,9 @@ promoteDelayedJobs(q, ARGV[1], ARGV[2], isQueuePausedOrMaxed(q.meta, q.active))
 if redis.call("EXISTS", jobKey) == 0 then
   return -1
 end
-local code = removeLock(jobKey, KEYS[11], ARGV[5], jobId)
+local code = releaseActiveJob(jobKey, q.active, KEYS[11], ARGV[5], jobId, ARGV[6])
 if code < 0 then
   return code
-end
-updateJobFieldsFromJson(jobKey, ARGV[6])
-if redis.call("LREM", q.active, -1, jobId) < 1 then
-  return -3
 end
 local priority = tonumber(redis.call("HGET", jobKey, "priority")) or 0
 local pausedOrMaxed = isQueuePausedOrMaxed(q.meta, q.active)
