@@ -3,6 +3,10 @@
 The data is BullMQ 6's layout with prefix ``emq`` and the queue name in braces, so a BullMQ
 Node app and an EchoMQ process share a queue. Nothing here starts a thread or touches the
 network at import; each name below is imported from its module on first use.
+
+The package is layered, each layer using only those before it: ``errors``, ``types`` and
+``clock``; ``protocol`` (the data layout, no sockets); ``transport`` (connections, scripts,
+blocking reads); ``queue``, ``schedule``, ``events`` and ``worker``; then the hosts, ``cli``.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _legacy
 from ._version import __version__
 
 # name -> module that defines it. The one list of the public surface.
@@ -27,29 +32,44 @@ _EXPORTS: dict[str, str] = {
     "LockError": "errors",
     "SchedulerConflictError": "errors",
     "ScriptError": "errors",
+    "ConnectionClosedError": "errors",
     "ForkedProcessError": "errors",
     "UnrecoverableError": "errors",
     "WaitingChildrenError": "errors",
+    # what users plug in, and the time source
+    "Processor": "types",
+    "Subscriber": "types",
+    "Clock": "types",
+    "BackoffStrategy": "types",
+    "JobOptions": "types",
+    "RepeatOptions": "types",
+    "KeepRule": "types",
+    "system_clock": "clock",
     # keys
-    "QueueKeys": "keys",
+    "QueueKeys": "protocol.keys",
     # events
-    "EventType": "events",
-    "GapNotice": "events",
-    "parse_event_type": "events",
-    "QueueEvents": "queue_events",
-    "Handler": "queue_events",
+    "EventType": "protocol.events",
+    "GapNotice": "protocol.events",
+    "parse_event_type": "protocol.events",
+    "QueueEvents": "events.queue_events",
+    "Handler": "events.subscribers",
+    "EVENT_TAG": "events.subscribers",
+    "GAP_TAG": "events.subscribers",
     # schedules
-    "calculate_next_millis": "repeat",
-    "JobScheduler": "scheduler",
-    "SchedulerRecord": "scheduler",
-    "Iteration": "scheduler",
+    "calculate_next_millis": "schedule.next_run",
+    "JobScheduler": "schedule.scheduler",
+    "SchedulerRecord": "schedule.records",
+    "Iteration": "schedule.records",
     # lifecycle
-    "Queue": "queue",
-    "Job": "job",
-    "Worker": "worker",
+    "Queue": "queue.queue",
+    "Job": "queue.job",
+    "Worker": "worker.worker",
+    "ActiveJob": "worker.active_job",
 }
 
 __all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 - the one list is _EXPORTS
+
+_legacy.install()
 
 
 def __getattr__(name: str) -> Any:
@@ -65,8 +85,10 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .errors import (  # noqa: F401
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests keep it in step with _EXPORTS
+    from .clock import system_clock
+    from .errors import (
+        ConnectionClosedError,
         EchoMQError,
         ForkedProcessError,
         InvalidInputError,
@@ -83,11 +105,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         UnrecoverableError,
         WaitingChildrenError,
     )
-    from .events import EventType, GapNotice, parse_event_type  # noqa: F401
-    from .job import Job  # noqa: F401
-    from .keys import QueueKeys  # noqa: F401
-    from .queue import Queue  # noqa: F401
-    from .queue_events import Handler, QueueEvents  # noqa: F401
-    from .repeat import calculate_next_millis  # noqa: F401
-    from .scheduler import Iteration, JobScheduler, SchedulerRecord  # noqa: F401
-    from .worker import Worker  # noqa: F401
+    from .events.queue_events import QueueEvents
+    from .events.subscribers import EVENT_TAG, GAP_TAG, Handler
+    from .protocol.events import EventType, GapNotice, parse_event_type
+    from .protocol.keys import QueueKeys
+    from .queue.job import Job
+    from .queue.queue import Queue
+    from .schedule.next_run import calculate_next_millis
+    from .schedule.records import Iteration, SchedulerRecord
+    from .schedule.scheduler import JobScheduler
+    from .types import BackoffStrategy, Clock, JobOptions, KeepRule, Processor, RepeatOptions, Subscriber
+    from .worker.active_job import ActiveJob
+    from .worker.worker import Worker

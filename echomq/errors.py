@@ -104,7 +104,3 @@ def raise_for_code(code: int, operation: str, **context: object) -> NoReturn:
     fields = {"job_id": "?", "scheduler_id": "?", "state": "expected", **context}
     raise cls(f"{operation}: " + template.format(**fields))
 
-
-def is_error_code(result: object) -> bool:
-    """True when a script returned one of the negative error codes."""
-    return isinstance(result, int) and result < 0 and result in _SCRIPT_ERRORS

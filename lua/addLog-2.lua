@@ -2,7 +2,7 @@
   Append a line to a job's log; with keepLogs only the newest keepLogs lines are kept.
 
   Input:
-    KEYS[1] job key   KEYS[2] job logs key
+    KEYS[1] job       KEYS[2] job:logs
     ARGV[1] job id    ARGV[2] log line    ARGV[3] keepLogs, or "" to keep every line
 
   Output:

@@ -6,7 +6,7 @@
   live job scheduler are never cleaned. List cleaning starts from the oldest end (the tail).
 
   Input:
-    KEYS[1] the state's key   KEYS[2] events   KEYS[3] repeat (job schedulers zset)
+    KEYS[1] <state> (the set or list cleaned)   KEYS[2] events   KEYS[3] repeat (job schedulers zset)
     ARGV[1] key prefix "<base>:"   ARGV[2] cutoff timestamp (ms)   ARGV[3] limit (0 = no limit)
     ARGV[4] state: completed, failed, delayed, prioritized, wait, paused or active
 

@@ -10,8 +10,9 @@
     KEYS[1]  wait            KEYS[2]  active          KEYS[3]  prioritized
     KEYS[4]  events          KEYS[5]  stalled         KEYS[6]  limiter
     KEYS[7]  delayed         KEYS[8]  paused (legacy, unused)
-    KEYS[9]  meta            KEYS[10] pc              KEYS[11] completed or failed set
-    KEYS[12] job hash        KEYS[13] metrics (unused) KEYS[14] marker
+    KEYS[9]  meta            KEYS[10] pc              KEYS[11] <finished> (completed or failed)
+    KEYS[12] job hash        KEYS[13] metrics:<finished> (unused)
+    KEYS[14] marker
     ARGV[1]  jobId
     ARGV[2]  timestamp (ms): finishedOn
     ARGV[3]  field name: "returnvalue" or "failedReason"

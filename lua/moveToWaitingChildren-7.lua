@@ -6,7 +6,7 @@
 
   Input:
     KEYS[1] active            KEYS[2] waiting-children    KEYS[3] job hash
-    KEYS[4] job dependencies  KEYS[5] job unsuccessful    KEYS[6] stalled
+    KEYS[4] job:dependencies  KEYS[5] job:unsuccessful    KEYS[6] stalled
     KEYS[7] events
     ARGV[1] lock token        ARGV[2] child key ("" = any pending child)
     ARGV[3] timestamp (ms)    ARGV[4] jobId               ARGV[5] key prefix (unused)

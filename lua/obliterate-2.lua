@@ -4,7 +4,7 @@
   keys. Call again while it returns 1.
 
   Input:
-    KEYS[1] meta   KEYS[2] the queue's key prefix "<base>:" (a key, so Cluster routes it)
+    KEYS[1] meta   KEYS[2] prefix, the queue's key prefix "<base>:" (a key, so Cluster routes it)
     ARGV[1] the most jobs to delete in this call   ARGV[2] "1" to delete active jobs too
 
   Output:

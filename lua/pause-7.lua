@@ -6,7 +6,8 @@
   delayed marker.
 
   Input:
-    KEYS[1] source list (pause: wait; resume: paused)   KEYS[2] target list (pause: paused; resume: wait)
+    KEYS[1] <source> list (pause: wait; resume: paused)
+    KEYS[2] <target> list (pause: paused; resume: wait)
     KEYS[3] meta   KEYS[4] prioritized   KEYS[5] events   KEYS[6] delayed   KEYS[7] marker
     ARGV[1] "paused" or "resumed"   ARGV[2] "1" to write the event, "0" to skip it
 

@@ -5,7 +5,7 @@
   otherwise do nothing.
 
   Input:
-    KEYS[1] parent job key   KEYS[2] parent dependencies key
+    KEYS[1] job (the parent's hash)   KEYS[2] job:dependencies (the parent's pending children)
     ARGV[1] parent queue key "<prefix>:{<queue>}"   ARGV[2] parent id   ARGV[3] timestamp (ms)
 
   Output:

@@ -19,7 +19,7 @@
     KEYS[8]  id             counter, INCRed once per iteration created
     KEYS[9]  events
     KEYS[10] pc             priority counter
-    KEYS[11] producer job key or "" (unused since BullMQ 6: no nrjid)
+    KEYS[11] job     the producer (the iteration that became active; unused since BullMQ 6)
     KEYS[12] active
 
     ARGV[1]  next millis for a pattern scheduler ("" for every)

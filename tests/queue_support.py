@@ -6,9 +6,9 @@ from typing import Any
 
 import redis
 
-from echomq.connection import to_str
-from echomq.keys import QueueKeys
-from echomq.queue_events import QueueEvents
+from echomq.protocol.codec import text
+from echomq.protocol.keys import QueueKeys
+from echomq.events.queue_events import QueueEvents
 
 
 def read_events(client: redis.Redis, queue_name: str) -> list[tuple[str, dict[str, Any]]]:
@@ -28,11 +28,11 @@ def read_events(client: redis.Redis, queue_name: str) -> list[tuple[str, dict[st
 def raw_events(client: redis.Redis, queue_name: str) -> list[list[str]]:
     """The stream entries as flat [field, value, ...] lists, in the order the script wrote them."""
     entries = client.xrange(QueueKeys(queue_name).events)
-    return [[to_str(x) for pair in fields.items() for x in pair] for _id, fields in entries]
+    return [[text(x) for pair in fields.items() for x in pair] for _id, fields in entries]
 
 
 def queue_keys(client: redis.Redis, queue_name: str) -> set[str]:
-    return {to_str(k) for k in client.scan_iter(match=QueueKeys(queue_name).all_keys_pattern(), count=1000)}
+    return {text(k) for k in client.scan_iter(match=QueueKeys(queue_name).all_keys_pattern(), count=1000)}
 
 
 def suffixes(client: redis.Redis, queue_name: str) -> set[str]:

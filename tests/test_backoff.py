@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from echomq.backoff import compute_delay, normalize_backoff
+from echomq.protocol.options import backoff_as_dict
+from echomq.worker.retry import compute_delay
 from echomq.errors import InvalidInputError
 
 
@@ -29,7 +30,7 @@ def test_delay_matches_the_protocol(backoff: object, attempt: int, expected: int
 
 
 def test_a_number_is_fixed_shorthand() -> None:
-    assert normalize_backoff(250) == {"type": "fixed", "delay": 250}
+    assert backoff_as_dict(250) == {"type": "fixed", "delay": 250}
 
 
 @pytest.mark.parametrize("kind", ["fixed", "exponential"])
@@ -60,4 +61,4 @@ def test_unknown_type_without_strategy_is_a_clear_error() -> None:
 @pytest.mark.parametrize("bad", [True, "100", [100]])
 def test_bad_backoff_values_are_refused(bad: object) -> None:
     with pytest.raises(InvalidInputError, match="backoff"):
-        normalize_backoff(bad)
+        backoff_as_dict(bad)

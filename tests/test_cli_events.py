@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from echomq.cli import demo, events
-from echomq.events import EventType, GapNotice
-from echomq.keys import QueueKeys
+from echomq.protocol.events import EventType, GapNotice
+from echomq.protocol.keys import QueueKeys
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from echomq.cli import schedulers
-from echomq.scheduler import JobScheduler
+from echomq.schedule.scheduler import JobScheduler
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from echomq.cron import compile_schedule, resolve_zone
+from echomq.schedule.cron.evaluate import compile_schedule, resolve_zone
 from echomq.errors import InvalidScheduleError
-from echomq.repeat import calculate_next_millis
+from echomq.schedule.next_run import calculate_next_millis
 
 VECTORS = Path(__file__).parent / "data" / "cron_vectors.jsonl"
 UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
@@ -74,10 +74,10 @@ def test_vectors_agree_with_bullmq() -> None:
 
 
 def test_walk_model_gives_every_zoned_answer_bullmq_gave() -> None:
-    """echomq.cron_walk models cron-parser's search; it must reproduce BullMQ exactly, errors
+    """echomq.schedule.cron.walk models cron-parser's search; it must reproduce BullMQ exactly, errors
     and all, on every stored case with a zone (we only give its answer where it is right)."""
-    from echomq.cron import compile_schedule
-    from echomq.cron_walk import walk_next
+    from echomq.schedule.cron.evaluate import compile_schedule
+    from echomq.schedule.cron.walk import walk_next
 
     checked = 0
     for case in _load():

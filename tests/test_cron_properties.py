@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echomq.cron import compile_schedule
-from echomq.cron_parse import CronFields, parse_pattern
+from echomq.schedule.cron.evaluate import compile_schedule
+from echomq.schedule.cron.parse import CronFields, parse_pattern
 
 UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 VECTORS = Path(__file__).parent / "data" / "cron_vectors.jsonl"
@@ -89,7 +89,7 @@ def model_runs(pattern: str, tz: str | None, ref_ms: int, window: int = WINDOW) 
         t += 900
     ordered = sorted(runs)
     # cron-parser's stale "skip the repeated hour" after a fractional reference in the last
-    # second before a whole-hour fall-back on a day that does not match (see echomq.cron)
+    # second before a whole-hour fall-back on a day that does not match (see echomq.schedule.cron.evaluate)
     crossed = dt.datetime.fromtimestamp(after + 1, zone)
     if (ref_ms % 1000 and not all_hours and ref_local.fold == 0 and crossed.fold == 1 and crossed.minute == 0
             and _offset(after, zone) - _offset(after + 1, zone) == 3600
@@ -227,7 +227,7 @@ def _odd_vectors() -> list[dict[str, Any]]:
 
 
 def test_odd_zone_answers_are_correct_even_where_bullmq_differs() -> None:
-    from echomq.repeat import calculate_next_millis
+    from echomq.schedule.next_run import calculate_next_millis
 
     cases = _odd_vectors()
     assert len(cases) > 1000
@@ -267,7 +267,7 @@ def test_odd_zone_answers_are_correct_even_where_bullmq_differs() -> None:
     ("*/15 * * * *", "Australia/Lord_Howe", "2025-04-06T01:59:59+11:00", "2025-04-06T02:00:00+10:30"),
 ])
 def test_documented_odd_zone_examples(pattern: str, tz: str, ref_iso: str, expected_iso: str) -> None:
-    from echomq.repeat import calculate_next_millis
+    from echomq.schedule.next_run import calculate_next_millis
 
     ref = int(dt.datetime.fromisoformat(ref_iso).timestamp() * 1000)
     expected = int(dt.datetime.fromisoformat(expected_iso).timestamp() * 1000)

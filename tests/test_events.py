@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from echomq.events import (
+from echomq.protocol.events import (
     EventType,
     GapNotice,
     decode_entry,
-    encode_event,
     parse_event_type,
 )
 
-# Every event BullMQ 6.7 writes, as its scripts write it (protocol-bullmq5.md §4.1,
-# protocol-v6-differences.md §D), with the decoded event_data a subscriber must see.
+# Every event BullMQ 6.7 writes, as its scripts write it (docs/protocol.md §5.2), with the
+# decoded event_data a subscriber must see.
 # (wire fields in written order, expected type, expected data without event_id)
 WIRE_TABLE: list[tuple[list[str], EventType, dict[str, object]]] = [
     (["event", "added", "jobId", "1", "name", "send"], EventType.ADDED, {"jobId": "1", "name": "send"}),
@@ -123,17 +122,6 @@ def test_event_type_values_wire_names_and_formatting() -> None:
     assert str(EventType.COMPLETED) == "completed" and f"on_{EventType.COMPLETED}" == "on_completed"
     assert EventType.COMPLETED == "completed"  # a str Enum compares with its value
     assert all(t.wire_name == t.value.replace("_", "-") for t in EventType)
-
-
-def test_encode_event_writes_event_first_and_json_for_non_strings() -> None:
-    fields = encode_event(EventType.COMPLETED, {"jobId": "1", "returnvalue": {"a": 1}, "prev": "active"})
-    assert list(fields) == ["event", "jobId", "returnvalue", "prev"]
-    assert fields["event"] == "completed" and fields["returnvalue"] == '{"a": 1}'
-    assert encode_event(EventType.RETRIES_EXHAUSTED, {"attemptsMade": 2}) == {
-        "event": "retries-exhausted", "attemptsMade": "2"}
-    assert encode_event("custom-thing") == {"event": "custom-thing"}
-    with pytest.raises(ValueError, match="event"):
-        encode_event(EventType.ADDED, {"event": "x"})
 
 
 def test_gap_notice_is_not_an_event() -> None:

@@ -9,7 +9,7 @@ import redis
 
 from echomq import Job, Queue
 from echomq.errors import InvalidInputError, InvalidStateError, JobNotFoundError
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 from tests.queue_support import raw_events, read_events
 
 

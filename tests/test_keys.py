@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from echomq.errors import InvalidInputError, InvalidQueueNameError
-from echomq.keys import QueueKeys, iteration_job_id
+from echomq.protocol.keys import QueueKeys, iteration_job_id
 
 
 @pytest.mark.parametrize(

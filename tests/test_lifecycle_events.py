@@ -14,13 +14,14 @@ from typing import Any
 
 import redis
 
-from echomq.events import EventType
-from echomq.keys import QueueKeys
-from echomq.maintenance import LockRegistry, Maintenance
-from echomq.queue import Queue
-from echomq.queue_events import QueueEvents
-from echomq.transitions import Transitions, WorkerIdentity
-from echomq.worker import Worker
+from echomq.protocol.events import EventType
+from echomq.protocol.keys import QueueKeys
+from echomq.worker.maintenance import LockRegistry, Maintenance
+from echomq.queue.queue import Queue
+from echomq.events.queue_events import QueueEvents
+from echomq.worker.options import WorkerOptions
+from echomq.worker.transitions import Transitions
+from echomq.worker.worker import Worker
 from tests.worker_support import Running, wait_until
 
 
@@ -44,7 +45,7 @@ def test_queue_events_sees_every_event_type(connection: redis.Redis, queue_name:
     try:
         # stalled: a worker takes the first job and dies without renewing its lock
         stalled_id = queue.add("orphan", {}).id
-        tr = Transitions(connection, k, WorkerIdentity(30000))
+        tr = Transitions(connection, k, WorkerOptions(lock_duration=30000))
         m = Maintenance(tr, LockRegistry(), stalled_interval=1000)
         assert tr.move_to_active("dead-worker", int(time.time() * 1000)).job_id == stalled_id
         m.check_stalled(int(time.time() * 1000))

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from echomq.errors import InvalidJobOptionsError
-from echomq.options import PRIORITY_LIMIT, decode_job_options, encode_job_options
+from echomq.protocol.options import PRIORITY_LIMIT, decode_job_options, encode_job_options
 
 
 def test_every_option_is_stored_under_the_protocol_name() -> None:

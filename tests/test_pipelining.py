@@ -7,9 +7,9 @@ import redis
 from redis.exceptions import ResponseError
 
 from echomq import Queue
-from echomq.keys import QueueKeys
-from echomq.pipelining import WINDOW, run_calls
-from echomq.scripts import script
+from echomq.protocol.keys import QueueKeys
+from echomq.transport.calls import WINDOW, run_calls
+from echomq.transport.scripts import script
 
 
 def test_replies_come_back_in_order_across_windows(connection: redis.Redis, queue_name: str) -> None:

@@ -10,7 +10,7 @@ import redis
 
 from echomq import Queue
 from echomq.errors import InvalidInputError, InvalidJobOptionsError
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 from tests.queue_support import queue_keys, raw_events, read_events
 
 

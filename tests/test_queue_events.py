@@ -18,7 +18,7 @@ from test_events import WIRE_TABLE
 
 from echomq import EventType, GapNotice, Handler, QueueEvents
 from echomq.errors import ForkedProcessError, InvalidInputError, InvalidQueueNameError
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 
 
 def events_key(queue_name: str) -> str:
@@ -198,7 +198,7 @@ def test_a_failing_subscriber_is_logged_and_isolated(connection: redis.Redis, qu
     qe.subscribe(inbox)
     xadd(connection, queue_name, ["event", "completed", "jobId", "1", "returnvalue", "1", "prev", "active"])
     xadd(connection, queue_name, ["event", "drained"])
-    with caplog.at_level(logging.ERROR, logger="echomq.queue_events"):
+    with caplog.at_level(logging.ERROR, logger="echomq.events.queue_events"):
         assert qe.run_once() == 2
     qe.close()
     assert [t for t, _ in got] == [EventType.COMPLETED, EventType.DRAINED]
@@ -297,7 +297,7 @@ def test_long_blocks_outlive_the_clients_socket_timeout(real_connection: redis.R
                                                         queue_name: str, caplog: pytest.LogCaptureFixture) -> None:
     # The host's client has a 0.5 s socket timeout; a 1.5 s BLOCK must not trip over it.
     host = redis.Redis.from_url(redis_url, socket_timeout=0.5)
-    with caplog.at_level(logging.WARNING, logger="echomq.queue_events"), \
+    with caplog.at_level(logging.WARNING, logger="echomq.events.queue_events"), \
             QueueEvents(host, queue_name, block_ms=1500) as qe:
         got, cond = collect(qe)
         time.sleep(2.0)

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from echomq import GapNotice, QueueEvents
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 
 pytestmark = pytest.mark.real_only
 
@@ -74,11 +74,11 @@ def test_killing_the_readers_connection_resumes_without_loss(redis_server_factor
     try:
         written = write(admin, 0, 10)
         collector.wait_for_count(10)
-        old_id = qe._client_id
+        old_id = qe._blocking.client_id
         admin.client_kill_filter(_id=old_id)
         written += write(admin, 10, 10)
         collector.wait_for_count(20)
-        assert qe._client_id != old_id
+        assert qe._blocking.client_id != old_id
     finally:
         qe.close()
     assert collector.ids() == written

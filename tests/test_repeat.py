@@ -9,7 +9,7 @@ import pytest
 
 import echomq
 from echomq.errors import InvalidScheduleError
-from echomq.repeat import calculate_next_millis, schedule_for
+from echomq.schedule.next_run import calculate_next_millis
 
 REF = 1_714_560_000_000  # 2024-05-01T10:40:00Z
 UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
@@ -17,7 +17,7 @@ UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 
 def test_every_adds_the_interval_to_the_reference() -> None:
     assert calculate_next_millis({"every": 60_000}, REF) == REF + 60_000
-    assert calculate_next_millis({"every": "5000"}, REF) == REF + 5_000  # as read back from a hash
+    assert calculate_next_millis({"every": 5000.0}, REF) == REF + 5_000  # an integral float is a whole number
 
 
 def test_every_starts_from_a_later_start_date() -> None:
@@ -61,37 +61,44 @@ def test_protocol_names_and_datetimes_are_accepted() -> None:
     start = dt.datetime(2024, 6, 1, tzinfo=UTC)
     by_datetime = calculate_next_millis({"pattern": "0 0 * * *", "start_date": start}, REF)
     by_camel = calculate_next_millis({"pattern": "0 0 * * *", "startDate": int(start.timestamp() * 1000)}, REF)
-    assert by_datetime == by_camel == int(start.timestamp() * 1000) + 86_400_000
-    assert calculate_next_millis({"pattern": "0 0 * * *", "endDate": str(REF)}, REF) is None
+    by_iso = calculate_next_millis({"pattern": "0 0 * * *", "start_date": "2024-06-01T00:00:00Z"}, REF)
+    assert by_datetime == by_camel == by_iso == int(start.timestamp() * 1000) + 86_400_000
+    assert calculate_next_millis({"pattern": "0 0 * * *", "endDate": REF}, REF) is None
 
 
-def test_scheduler_hash_fields_pass_through() -> None:
-    record = {"name": "report", "pattern": "0 0 * * *", "tz": "UTC", "limit": 5, "offset": 0, "ic": 3,
-              "startDate": None, "endDate": None}
-    assert calculate_next_millis(record, REF) == 1_714_608_000_000
+def test_the_zone_is_read_as_bullmq_reads_it() -> None:
+    berlin = calculate_next_millis({"pattern": "0 9 * * *", "tz": "Europe/Berlin"}, REF)
+    assert calculate_next_millis({"pattern": "0 9 * * *", "tz": "europe/berlin"}, REF) == berlin
+    assert calculate_next_millis({"pattern": "0 9 * * *", "tz": "UTC+2"}, REF) == berlin  # CEST is UTC+2 in May
+    assert calculate_next_millis({"every": 1000, "tz": "utc-05:30"}, REF) == REF + 1000
 
 
 @pytest.mark.parametrize(("opts", "fragment"), [
     ({"pattern": "0 9 * * *", "every": 1000}, "not both"),
-    ({}, "either pattern or every"),
-    ({"tz": "UTC"}, "either pattern or every"),
-    ({"every": 0}, "every 0"),
-    ({"every": -5}, "every -5"),
+    ({}, "give every (ms) or pattern (cron)"),
+    ({"tz": "UTC"}, "give every (ms) or pattern (cron)"),
+    ({"every": 0}, "every=0: must be >= 1"),
+    ({"every": -5}, "every=-5: must be >= 1"),
     ({"every": 1.5}, "whole number"),
-    ({"every": True}, "every True"),
-    ({"pattern": ""}, "pattern ''"),
-    ({"pattern": 5}, "pattern 5"),
+    ({"every": True}, "every=True: must be an integer"),
+    ({"every": "5000"}, "every='5000': must be an integer"),
+    ({"pattern": ""}, "pattern='': must be a non-empty"),
+    ({"pattern": 5}, "pattern=5: must be a non-empty"),
     ({"pattern": "0 0 * * 8"}, "day-of-week (field 5 of 5) '8'"),
     ({"pattern": "0 9 * * *", "tz": "Mars/Olympus"}, "tz 'Mars/Olympus': unknown time zone"),
     ({"pattern": "0 9 * * *", "tz": ["Europe/Berlin"]}, "tz ['Europe/Berlin']: must be"),
     ({"every": 1000, "tz": "Nowhere/Land"}, "unknown time zone"),
-    ({"pattern": "0 9 * * *", "start_date": 10, "end_date": 5}, "end_date 5: is before start_date 10"),
+    ({"pattern": "0 9 * * *", "start_date": 10, "end_date": 5}, "start_date=10: is after end_date"),
     ({"pattern": "0 9 * * *", "start_date": 1, "startDate": 2}, "given both ways"),
     ({"pattern": "0 9 * * *", "end_date": 1, "endDate": 1}, "given both ways"),
     ({"pattern": "0 9 * * *", "start_date": dt.datetime(2024, 1, 1)}, "naive datetime"),
-    ({"pattern": "0 9 * * *", "end_date": "tomorrow"}, "end_date 'tomorrow'"),
+    ({"pattern": "0 9 * * *", "end_date": "tomorrow"}, "end_date='tomorrow': is not an ISO 8601 date"),
+    ({"pattern": "0 9 * * *", "end_date": str(REF)}, "give epoch milliseconds as an int"),
+    ({"pattern": "0 9 * * *", "offset": 5}, "applies to every schedules only"),
+    ({"every": 1000, "limit": 0}, "limit=0: must be >= 1"),
     ({"pattern": "0 9 * * *", "immediately": True, "start_date": 5}, "immediately"),
-    ({"pattern": "0 9 * * *", "patern": "x"}, "unknown option"),
+    ({"pattern": "0 9 * * *", "patern": "x"}, "unknown repeat option"),
+    ({"pattern": "0 9 * * *", "ic": 3}, "unknown repeat option"),
 ])
 def test_bad_options_raise_one_error_type_naming_the_field(opts: dict, fragment: str) -> None:
     with pytest.raises(InvalidScheduleError) as caught:
@@ -107,13 +114,6 @@ def test_bad_reference_is_refused() -> None:
 
 def test_public_surface() -> None:
     assert echomq.calculate_next_millis is calculate_next_millis
-    from echomq.scheduler import JobScheduler
+    from echomq.schedule.scheduler import JobScheduler
     assert JobScheduler.calculate_next_millis({"every": 10}, 5) == 15
 
-
-def test_schedule_for_lists_runs_without_recompiling() -> None:
-    schedule = schedule_for({"pattern": "0 */6 * * *", "tz": "Europe/Berlin"})
-    assert schedule is schedule_for({"pattern": "0 */6 * * *", "tz": "Europe/Berlin"})
-    runs = schedule.runs_after(REF)
-    first, second = next(runs), next(runs)
-    assert second - first == 6 * 3_600_000

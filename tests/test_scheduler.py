@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from echomq.errors import InvalidInputError, SchedulerConflictError
-from echomq.keys import QueueKeys
-from echomq.scheduler import JobScheduler
+from echomq.protocol.keys import QueueKeys
+from echomq.schedule.scheduler import JobScheduler
 
 HOUR = 3_600_000
 

@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from echomq.errors import InvalidScheduleError, SchedulerConflictError
-from echomq.repeat import calculate_next_millis
-from echomq.scheduler import JobScheduler
+from echomq.schedule.next_run import calculate_next_millis
+from echomq.schedule.scheduler import JobScheduler
 
 HOUR = 3_600_000
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq.scheduler import JobScheduler
+from echomq.schedule.scheduler import JobScheduler
 
 pytestmark = pytest.mark.real_only
 

@@ -6,8 +6,8 @@ import threading
 
 import redis
 
-from echomq.scheduler import JobScheduler
-from echomq.worker import Worker
+from echomq.schedule.scheduler import JobScheduler
+from echomq.worker.worker import Worker
 
 
 def test_echomq_worker_advances_an_every_schedule(connection: redis.Redis, queue_name: str) -> None:

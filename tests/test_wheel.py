@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHECK = """
 import json, fakeredis, echomq
-from echomq.scripts import lua_root, registry
+from echomq.transport.scripts import lua_root, registry
 client = fakeredis.FakeRedis()
 scripts = list(registry())
 for s in scripts:

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from echomq.errors import InvalidInputError, UnrecoverableError
-from echomq.keys import QueueKeys
-from echomq.worker import Worker
+from echomq.protocol.keys import QueueKeys
+from echomq.worker.worker import Worker
 from tests.worker_support import Running, events, seed_job, wait_until
 
 
@@ -389,7 +389,7 @@ def test_a_server_error_on_finish_leaves_the_job_to_the_stalled_check(connection
 
 def test_a_processor_can_wait_for_the_children_it_adds(connection: redis.Redis, queue_name: str) -> None:
     from echomq.errors import WaitingChildrenError
-    from echomq.queue import Queue
+    from echomq.queue.queue import Queue
 
     k = QueueKeys(queue_name)
     queue = Queue(connection, queue_name)
@@ -499,7 +499,7 @@ def test_worker_keep_rules_apply_where_the_job_sets_none(connection: redis.Redis
 
 
 def test_options_given_to_queue_add_steer_the_worker(connection: redis.Redis, queue_name: str) -> None:
-    from echomq.queue import Queue
+    from echomq.queue.queue import Queue
 
     k = QueueKeys(queue_name)
     queue = Queue(connection, queue_name)

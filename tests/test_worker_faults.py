@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import redis
 
-from echomq.keys import QueueKeys
-from echomq.queue import Queue
-from echomq.worker import Worker
+from echomq.protocol.keys import QueueKeys
+from echomq.queue.queue import Queue
+from echomq.worker.worker import Worker
 from tests.worker_support import Running, events, wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _CHILD = textwrap.dedent(
     """
     import sys, time
-    from echomq.worker import Worker
+    from echomq.worker.worker import Worker
 
     def slow(job):
         time.sleep(0.2)
@@ -117,7 +117,7 @@ def test_a_redis_restart_under_a_running_worker_loses_no_job(redis_server_factor
 _SIGTERM_CHILD = textwrap.dedent(
     """
     import signal, sys, time
-    from echomq.worker import Worker
+    from echomq.worker.worker import Worker
 
     def slow(job):
         print("started", job.id, flush=True)

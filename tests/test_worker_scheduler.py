@@ -15,9 +15,9 @@ from typing import Any
 
 import redis
 
-from echomq.keys import QueueKeys
-from echomq.scheduler import JobScheduler
-from echomq.worker import Worker
+from echomq.protocol.keys import QueueKeys
+from echomq.schedule.scheduler import JobScheduler
+from echomq.worker.worker import Worker
 from tests.worker_support import Running, events
 
 EVERY = 200

@@ -14,8 +14,8 @@ from typing import Any
 
 import redis
 
-from echomq.keys import QueueKeys
-from echomq.scripts import inline_includes, lua_root
+from echomq.protocol.keys import QueueKeys
+from echomq.transport.scripts import inline_includes, lua_root
 
 _SEED = """
 -- @include "getOrSetMaxEvents"

@@ -20,8 +20,8 @@ from typing import Any, TextIO
 import redis
 
 from ..errors import InvalidInputError
-from ..queue_events import QueueEvents
-from ..scheduler import JobScheduler
+from ..events import QueueEvents
+from ..schedule import JobScheduler
 from ..worker import Worker
 from .events import EventPrinter
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 from typing import Any, TextIO
 
-import redis
-
-from ..events import EventType, GapNotice
-from ..queue_events import QueueEvents
-
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
+from ..events import QueueEvents
+from ..protocol.events import EventType, GapNotice
+from .options import add_queue_options, open_client
 
 
 def format_event(event_type: Any, data: dict[str, Any]) -> str:
@@ -49,7 +45,7 @@ class EventPrinter:
 
 
 def tail(args: argparse.Namespace) -> int:
-    client = redis.Redis.from_url(args.redis)
+    client = open_client(args)
     printer = EventPrinter(sys.stdout, args.limit)
     events = QueueEvents(client, args.queue, prefix=args.prefix, last_event_id=args.from_id)
     events.subscribe(printer)
@@ -69,10 +65,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("events", help="read a queue's events stream")
     commands = parser.add_subparsers(dest="events_command", metavar="SUBCOMMAND")
     tail_parser = commands.add_parser("tail", help="print events as they arrive")
-    tail_parser.add_argument("--queue", required=True, help="queue name (without braces)")
-    tail_parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
-                             help="Redis URL (default: $REDIS_URL or %(default)s)")
-    tail_parser.add_argument("--prefix", default="emq", help="key prefix (default: %(default)s)")
+    add_queue_options(tail_parser)
     tail_parser.add_argument("--from", dest="from_id", default="$",
                              help="'$' (new events only, the default), '0' (replay) or an entry id")
     tail_parser.add_argument("--limit", type=int, default=None, help="exit after this many events")

@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-import time
 from typing import Any
 
-from ..cron import compile_schedule, resolve_zone
-from ..cron_parse import FIELD_NAMES, NICKNAMES
+from ..clock import system_clock
 from ..errors import InvalidScheduleError
+from ..schedule.cron import FIELD_NAMES, NICKNAMES, compile_schedule, resolve_zone, tzinfo_for
 
 UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 
@@ -36,21 +35,18 @@ def register(subparsers: Any) -> None:
 
 def _reference(text: str | None, tz: str | None) -> int:
     if text is None:
-        return int(time.time() * 1000)
+        return system_clock()
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidScheduleError(f"--from {text!r}: not an ISO 8601 date-time") from None
     if when.tzinfo is None:
-        zone = resolve_zone(tz)
-        when = when.replace(tzinfo=dt.timezone(dt.timedelta(seconds=zone)) if isinstance(zone, int) else zone)
+        when = when.replace(tzinfo=tzinfo_for(tz))
     return (when - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(milliseconds=1)
 
 
 def _show(ms: int, tz: str | None) -> str:
-    zone = resolve_zone(tz)
-    tzinfo = dt.timezone(dt.timedelta(seconds=zone)) if isinstance(zone, int) else zone
-    local = dt.datetime.fromtimestamp(ms / 1000, tzinfo)
+    local = dt.datetime.fromtimestamp(ms / 1000, tzinfo_for(tz))
     utc = dt.datetime.fromtimestamp(ms / 1000, UTC)
     name = local.tzname() or ""
     return f"{local:%a %Y-%m-%d %H:%M:%S} {name:<6} ({local:%z})   {utc:%Y-%m-%dT%H:%M:%SZ}   {ms}"

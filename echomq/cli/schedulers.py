@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -16,10 +15,8 @@ from typing import Any, TextIO
 import redis
 
 from ..errors import EchoMQError
-from ..scheduler import JobScheduler
-from ..scheduler_records import SchedulerRecord
-
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
+from ..schedule import JobScheduler, SchedulerRecord
+from .options import add_queue_options, open_client
 COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
 
 
@@ -47,7 +44,7 @@ def print_table(records: Iterable[SchedulerRecord], out: TextIO) -> None:
 
 
 def _scheduler(args: argparse.Namespace) -> tuple[redis.Redis, JobScheduler]:
-    client = redis.Redis.from_url(args.redis)
+    client = open_client(args)
     return client, JobScheduler(client, args.queue, prefix=args.prefix)
 
 
@@ -141,32 +138,24 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0 if removed else 1
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queue", required=True, help="queue name (without braces)")
-    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
-                        help="Redis URL (default: $REDIS_URL or %(default)s)")
-    parser.add_argument("--prefix", default="emq", help="key prefix (default: %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("schedulers", help="list, show, create or remove job schedulers")
     commands = parser.add_subparsers(dest="schedulers_command", metavar="SUBCOMMAND")
 
     p = commands.add_parser("list", help="all schedulers, latest next run first")
-    _common(p)
+    add_queue_options(p, json_output=True)
     p.add_argument("--start", type=int, default=0, help="first rank (default 0)")
     p.add_argument("--end", type=int, default=-1, help="last rank, inclusive (default -1: all)")
     p.add_argument("--asc", action="store_true", help="earliest next run first")
     p.set_defaults(handler=cmd_list)
 
     p = commands.add_parser("get", help="one scheduler")
-    _common(p)
+    add_queue_options(p, json_output=True)
     p.add_argument("id")
     p.set_defaults(handler=cmd_get)
 
     p = commands.add_parser("upsert", help="create or replace a scheduler")
-    _common(p)
+    add_queue_options(p, json_output=True)
     p.add_argument("id")
     kind = p.add_mutually_exclusive_group(required=True)
     kind.add_argument("--every", type=int, help="period in ms")
@@ -183,7 +172,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=cmd_upsert)
 
     p = commands.add_parser("remove", help="remove a scheduler and its pending iteration")
-    _common(p)
+    add_queue_options(p, json_output=True)
     p.add_argument("id", help="scheduler id (the key list/get report)")
     p.set_defaults(handler=cmd_remove)
 

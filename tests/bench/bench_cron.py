@@ -31,8 +31,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from echomq.cron import compile_schedule
-from echomq.repeat import calculate_next_millis
+from echomq.schedule.cron.evaluate import compile_schedule
+from echomq.schedule.next_run import calculate_next_millis
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

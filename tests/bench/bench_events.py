@@ -33,7 +33,7 @@ from redis.connection import _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
 from echomq import QueueEvents
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_support import run_node_peer
 
-from echomq.keys import QueueKeys
-from echomq.queue import Queue
+from echomq.protocol.keys import QueueKeys
+from echomq.queue.queue import Queue
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 SINGLE = int(os.environ.get("BENCH_SINGLE", "5000"))

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_support import run_node_peer
 
-from echomq.keys import QueueKeys
-from echomq.scheduler import JobScheduler
+from echomq.protocol.keys import QueueKeys
+from echomq.schedule.scheduler import JobScheduler
 
 URL = os.environ.get("BENCH_REDIS_URL", "")
 UPSERTS = int(os.environ.get("BENCH_UPSERTS", "3000"))

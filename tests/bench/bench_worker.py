@@ -29,8 +29,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-from echomq.keys import QueueKeys
-from echomq.worker import Worker
+from echomq.protocol.keys import QueueKeys
+from echomq.worker.worker import Worker
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 BASE_N = int(os.environ.get("BENCH_WORKER_JOBS", "5000"))
@@ -40,7 +40,7 @@ ASYNCIO_VENV = HERE / ".venv-bullmq"
 
 def seed(client: redis.Redis, name: str, n: int) -> None:
     try:
-        from echomq.queue import Queue
+        from echomq.queue.queue import Queue
     except ImportError:  # before the Queue landed: the same placement through the shared includes
         from tests.worker_support import seed_job
 

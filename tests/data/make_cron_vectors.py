@@ -348,7 +348,7 @@ def _bounded(case: dict[str, Any], got: int | None) -> int | None:
 
 def ours(case: dict[str, Any]) -> tuple[int | None, bool]:
     from echomq.errors import InvalidScheduleError
-    from echomq.repeat import calculate_next_millis
+    from echomq.schedule.next_run import calculate_next_millis
     opts = {k: case[k] for k in ("pattern", "tz", "startDate", "endDate") if case.get(k) is not None}
     if case.get("tz") == "":
         opts["tz"] = ""
@@ -439,8 +439,8 @@ def divergence_kind(case: dict[str, Any], ours_ms: int | None) -> str:
     run skipping no existing one (echomq/cron_walk.py), so every other answer falls in one of
     the error classes below; "walk model" would mean our model of cron-parser's walk is off.
     """
-    from echomq.cron import compile_schedule
-    from echomq.cron_walk import skips_existing_run, walk_next
+    from echomq.schedule.cron.evaluate import compile_schedule
+    from echomq.schedule.cron.walk import skips_existing_run, walk_next
     oracle, ref = case["next"], case["ref"]
     schedule = compile_schedule(case["pattern"], case.get("tz"))
     if not isinstance(schedule.zone, int):
@@ -461,7 +461,7 @@ def divergence_kind(case: dict[str, Any], ours_ms: int | None) -> str:
 
 
 def divergences() -> None:
-    from echomq.repeat import calculate_next_millis  # noqa: F401 - imports the package path
+    from echomq.schedule.next_run import calculate_next_millis  # noqa: F401 - imports the package path
     kinds: Counter[str] = Counter()
     examples: dict[str, dict[str, Any]] = {}
     for case in load():

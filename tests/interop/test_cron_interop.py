@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from echomq.errors import InvalidScheduleError
-from echomq.repeat import calculate_next_millis
+from echomq.schedule.next_run import calculate_next_millis
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 sys.path.insert(0, str(DATA))
@@ -79,8 +79,8 @@ def test_fresh_random_dst_cases_agree_live(bullmq_peer: Any) -> None:
 def test_odd_transitions_walk_model_and_divergences_live(bullmq_peer: Any) -> None:
     """Around Lord_Howe and Chatham transitions: the walk model gives BullMQ's live answer, and
     where we answer otherwise BullMQ's answer is not a real run skipping nothing (its error)."""
-    from echomq.cron import compile_schedule
-    from echomq.cron_walk import accepted, walk_next
+    from echomq.schedule.cron.evaluate import compile_schedule
+    from echomq.schedule.cron.walk import accepted, walk_next
 
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 
 
 def test_bullmq_writes_the_keys_echomq_builds(bullmq_peer, connection: redis.Redis, queue_name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from echomq import EventType, QueueEvents
-from echomq.keys import QueueKeys
+from echomq.protocol.keys import QueueKeys
 
 STORY = """
 const name = '{%(q)s}';

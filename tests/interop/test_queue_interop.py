@@ -10,8 +10,8 @@ from typing import Any
 import redis
 
 from echomq import Queue
-from echomq.connection import to_str
-from echomq.keys import QueueKeys
+from echomq.protocol.codec import text
+from echomq.protocol.keys import QueueKeys
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -21,7 +21,7 @@ def _js_queue(queue_name: str) -> str:
 
 
 def _events(client: redis.Redis, queue_name: str) -> list[dict[str, str]]:
-    return [{to_str(k): to_str(v) for k, v in fields.items()}
+    return [{text(k): text(v) for k, v in fields.items()}
             for _id, fields in client.xrange(QueueKeys(queue_name).events)]
 
 
@@ -272,9 +272,9 @@ def _sequence_echomq(queue: Queue) -> None:
 def _shape(client: redis.Redis, queue_name: str) -> dict[str, Any]:
     """Everything about a queue's keys except values that differ by nature (times, UUIDs)."""
     base = QueueKeys(queue_name).job_prefix
-    keys = [to_str(k) for k in client.scan_iter(match=QueueKeys(queue_name).all_keys_pattern(), count=1000)]
+    keys = [text(k) for k in client.scan_iter(match=QueueKeys(queue_name).all_keys_pattern(), count=1000)]
     # Flow nodes get random UUIDs: name each after its job's name so the two sides line up.
-    uuids = {key[len(base):]: f"<{to_str(client.hget(key, 'name'))}>"
+    uuids = {key[len(base):]: f"<{text(client.hget(key, 'name'))}>"
              for key in keys if UUID.match(key[len(base):])}
 
     def norm(text: str) -> str:
@@ -285,22 +285,22 @@ def _shape(client: redis.Redis, queue_name: str) -> dict[str, Any]:
 
     shape: dict[str, Any] = {}
     for key in keys:
-        kind = to_str(client.type(key))
+        kind = text(client.type(key))
         name = norm(key[len(base):])
         if kind == "hash":
-            fields = {to_str(f): to_str(v) for f, v in client.hgetall(key).items()}
+            fields = {text(f): text(v) for f, v in client.hgetall(key).items()}
             fields.pop("version", None)  # BullMQ's Queue constructor writes its version; informational
             value: Any = sorted(fields)
             if "opts" in fields:
                 value = (value, sorted(json.loads(fields["opts"])))
         elif kind == "zset":
-            value = sorted(norm(to_str(m)) for m in client.zrange(key, 0, -1))
+            value = sorted(norm(text(m)) for m in client.zrange(key, 0, -1))
         elif kind == "list":
-            value = [norm(to_str(m)) for m in client.lrange(key, 0, -1)]
+            value = [norm(text(m)) for m in client.lrange(key, 0, -1)]
         elif kind == "set":
-            value = sorted(norm(to_str(m)) for m in client.smembers(key))
+            value = sorted(norm(text(m)) for m in client.smembers(key))
         elif kind == "stream":
-            value = [[norm(to_str(x)) for pair in fields.items() for x in pair]
+            value = [[norm(text(x)) for pair in fields.items() for x in pair]
                      for _id, fields in client.xrange(key)]
             value = [[x if not x.isdigit() or len(x) < 10 else "<ts>" for x in entry] for entry in value]
         else:

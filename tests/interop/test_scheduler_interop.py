@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from echomq.keys import QueueKeys
-from echomq.scheduler import JobScheduler
+from echomq.protocol.keys import QueueKeys
+from echomq.schedule.scheduler import JobScheduler
 
 HOUR = 3_600_000
 

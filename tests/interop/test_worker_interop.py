@@ -16,11 +16,11 @@ import threading
 import time
 from typing import Any
 
-from echomq.job import Job
-from echomq.keys import QueueKeys
-from echomq.queue import Queue
-from echomq.scheduler import JobScheduler
-from echomq.worker import Worker
+from echomq.queue.job import Job
+from echomq.protocol.keys import QueueKeys
+from echomq.queue.queue import Queue
+from echomq.schedule.scheduler import JobScheduler
+from echomq.worker.worker import Worker
 from tests.worker_support import Running, events, wait_until
 
 

@@ -1,0 +1,11 @@
+"""Live job events (docs/events.md): ``queue_events`` (the QueueEvents reader thread and its
+lifecycle), ``subscribers`` (who gets each event, the Handler base class) and ``cursor``
+(where the reader stands and what was trimmed ahead of it). The wire contract itself, the
+event types and their decoding, is ``protocol.events``.
+"""
+
+from ..protocol.events import EventType, GapNotice, parse_event_type
+from .queue_events import QueueEvents
+from .subscribers import EVENT_TAG, GAP_TAG, Handler
+
+__all__ = ["EVENT_TAG", "GAP_TAG", "EventType", "GapNotice", "Handler", "QueueEvents", "parse_event_type"]

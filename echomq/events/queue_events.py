@@ -1,0 +1,379 @@
+"""QueueEvents: a thread that reads ``<prefix>:{<queue>}:events`` and hands each event on.
+
+The reader blocks on ``XREAD COUNT <n> BLOCK <ms> STREAMS <events> <cursor>`` over its own
+dedicated connection, so the host's client is never held by a long block. It differs from
+BullMQ's consumer where BullMQ loses or hides events (docs/protocol.md §5.3):
+
+- ``"$"`` is resolved to a concrete id (XINFO STREAM ``last-generated-id``) before ``start()``
+  returns, so an event written between two reads is never missed;
+- reads are batched with a bounded COUNT; the cursor advances entry by entry, and after a lost
+  connection the reader reconnects (capped exponential backoff with jitter) and resumes from it;
+- each read is pipelined behind an XINFO STREAM: when producers trimmed entries past our
+  cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``);
+- ``close()`` unblocks the read (``transport.blocking``: CLIENT UNBLOCK from a second
+  connection, else shutting the socket), so it returns in milliseconds instead of after the
+  block, and disconnects every connection the reader opened.
+
+The host owns the thread: nothing starts at import or construction.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+
+from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
+from ..protocol.events import DECODING_BY_WIRE, decode_entry
+from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
+from ..transport.blocking import BlockingConnection
+from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard
+from ..types import Subscriber
+from .cursor import StreamCursor, info_dict
+from .subscribers import Handler, Subscribers
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COUNT = 1000
+
+
+class QueueEvents:
+    """Consume a queue's events stream and deliver each event to subscribers and a Handler.
+
+    ``last_event_id``: ``"$"`` (only events written after ``start()``/``run()``), ``"0"`` (the
+    whole stream as it is now, without a gap notice for what was trimmed before), or an entry
+    id to resume after (e.g. :attr:`last_event_id` saved from a previous run).
+    Delivery order per event: the ``handler``, then subscribers in subscription order. Treat
+    ``event_data`` as read-only: the same dict goes to every subscriber.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        queue_name: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        last_event_id: str = "$",
+        block_ms: int = 5000,
+        handler: Handler | None = None,
+        count: int = DEFAULT_COUNT,
+    ) -> None:
+        self._keys = QueueKeys(queue_name, prefix)
+        self._position = StreamCursor(last_event_id)
+        if isinstance(block_ms, bool) or not isinstance(block_ms, int) or block_ms <= 0:
+            raise InvalidInputError(f"block_ms {block_ms!r} must be a positive int (milliseconds)")
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            raise InvalidInputError(f"count {count!r} must be a positive int")
+        if handler is not None and not callable(getattr(handler, "handle_event", None)):
+            raise InvalidInputError(f"handler {handler!r} must have a handle_event(event_type, event_data) method")
+        self._connections = Connections(connection)
+        self.queue_name = queue_name
+        self.events_key = self._keys.events
+        self.block_ms = block_ms
+        self.count = count
+
+        self._subscribers = Subscribers(handler)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stopping = False  # read by the delivery loop when the registry version changes
+        self._done = threading.Event()
+        self._running = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._release_on_exit = False  # close() was called from the loop's own thread
+        self._guard = PidGuard()
+        self._backoff = Backoff()
+
+        self._blocking: BlockingConnection | None = None
+
+    # -- subscribers ------------------------------------------------------------------------
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Add a callable ``fn(event_type, event_data)`` or an object with ``put()``.
+
+        A ``put()`` subscriber (a ``queue.Queue``) receives ``("echomq_event", event_type,
+        event_data)``, and ``("echomq_gap", notice, notice.as_dict())`` for a trimmed gap. A
+        callable gets ``fn(notice, notice.as_dict())`` for a gap: ``notice`` is a
+        :class:`GapNotice`, never a ``str``. Safe from any thread, also while running.
+        """
+        self._guard.check("QueueEvents")
+        self._subscribers.add(subscriber)
+
+    def unsubscribe(self, subscriber: Subscriber) -> bool:
+        """Remove ``subscriber`` (its first subscription); False if it was not subscribed."""
+        return self._subscribers.remove(subscriber)
+
+    @property
+    def last_event_id(self) -> str | None:
+        """The id of the last entry delivered (or the resolved start): save it to resume later."""
+        return self._position.id
+
+    @property
+    def running(self) -> bool:
+        return self._running and not self._done.is_set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> QueueEvents:
+        """Start the reader thread. ``"$"`` is resolved before this returns (when Redis answers)."""
+        self._begin()
+        self._thread = threading.Thread(target=self._loop, name=f"echomq-events-{self.queue_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def run(self) -> None:
+        """Read in the caller's thread until :meth:`close` is called from another thread."""
+        self._begin()
+        self._loop()
+
+    def _begin(self) -> None:
+        self._guard.check("QueueEvents")
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
+            if self._running:
+                raise InvalidInputError(f"QueueEvents for queue {self.queue_name!r} is already running")
+            self._running = True
+        self._guard.claim()
+        try:
+            self._connect()
+        except CONNECTION_ERRORS as exc:
+            # No producer can write while Redis is unreachable, so resolving "$" on the first
+            # successful connection loses nothing; the loop retries with backoff.
+            logger.warning("QueueEvents %r: Redis unreachable at start (%s); retrying in the background",
+                           self.queue_name, exc)
+            self._drop_connection()
+
+    def _blocking_connection(self) -> BlockingConnection:
+        """The dedicated reading connection (socket timeout = block + margin, named like BullMQ's
+        ``<prefix>:<base64(queue)>:qe``), opened on first use."""
+        if self._blocking is None:
+            self._blocking = BlockingConnection(
+                self._connections,
+                max_block_s=self.block_ms / 1000,
+                client_name=f"{self._keys.prefix}:{base64.b64encode(self.queue_name.encode()).decode()}:qe",
+                # The parser (hiredis, in C) decodes UTF-8; a bad byte becomes U+FFFD instead
+                # of an exception that would make the same reply fail forever.
+                decode_responses=True,
+                encoding_errors="replace",
+            )
+        return self._blocking
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop reading and join the reader; interrupts a BLOCK in progress. Idempotent."""
+        try:
+            self._guard.check("QueueEvents")
+        except ForkedProcessError:
+            # The reader and its sockets belong to the parent: touching them would unblock or
+            # corrupt the parent's connection. Forget them here.
+            self._closed = True
+            self._stopping = True
+            self._stop.set()
+            return
+        self._stopping = True
+        self._subscribers.bump()
+        self._stop.set()
+        with self._lock:
+            self._closed = True
+            was_running = self._running
+        if was_running and threading.current_thread() is self._loop_thread:
+            # From a subscriber, or a signal handler interrupting run(): the loop is below us
+            # on this very thread, so waiting for it would deadlock. Unblock and let it end;
+            # the loop releases the connections on its way out.
+            self._release_on_exit = True
+            self._interrupt()
+            return
+        if was_running:
+            self._wait_stopped(timeout)
+        if self._done.is_set() or not was_running:
+            self._release()
+
+    def __enter__(self) -> QueueEvents:  # noqa: PYI034 (typing.Self needs 3.11)
+        if not self._running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _wait_stopped(self, timeout: float | None) -> None:
+        """Unblock the reader until it notices the stop flag, within ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._done.is_set():
+            unblocked = self._interrupt()
+            wait = 0.05 if unblocked else 0.005
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            if self._done.wait(wait):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                logger.warning("QueueEvents %r: reader did not stop within %.3fs", self.queue_name, timeout)
+                self._release_on_exit = True  # a subscriber holds it: it cleans up when it ends
+                return
+        if self._thread is not None:
+            self._thread.join(0 if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def _interrupt(self) -> bool:
+        """Unblock the reader's XREAD; True if it was blocked."""
+        return self._blocking is not None and self._blocking.interrupt()
+
+    def _release(self) -> None:
+        if self._blocking is not None:
+            self._blocking.close()
+        self._connections.close()
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _loop(self) -> None:
+        self._loop_thread = threading.current_thread()
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.run_once()
+                except CONNECTION_ERRORS as exc:
+                    if self._stop.is_set():
+                        break
+                    self._drop_connection()
+                    delay = self._backoff.next_delay()
+                    logger.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
+                                   self.queue_name, exc, delay)
+                    self._stop.wait(delay)
+                except Exception:
+                    if self._stop.is_set():
+                        break
+                    delay = self._backoff.next_delay()
+                    logger.exception("QueueEvents %r: read failed; retrying in %.2fs", self.queue_name, delay)
+                    self._stop.wait(delay)
+        finally:
+            self._drop_connection()
+            self._done.set()
+            if self._release_on_exit:
+                self._release()
+
+    def run_once(self) -> int:
+        """One read (blocking up to ``block_ms``) and the delivery of its entries; returns how many.
+
+        Tests and hosts with their own loop step the reader with this (without ``start()``, the
+        first call resolves ``"$"``); connection errors propagate to the caller (the loop turns
+        them into a reconnect with backoff).
+        """
+        if self._closed:
+            raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
+        if self._running and threading.current_thread() is not self._loop_thread:
+            raise InvalidInputError("run_once() cannot step a QueueEvents whose start()/run() loop is reading")
+        if self._blocking is None or self._blocking.conn is None:
+            self._guard.check("QueueEvents")
+            self._guard.claim()
+            self._connect()
+        info, entries = self._read()
+        if info is not None:
+            notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
+            if notice is not None:
+                logger.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
+                self._subscribers.deliver_gap(notice)
+        delivered = self._deliver(entries)
+        self._backoff.reset()
+        return delivered
+
+    def _connect(self) -> None:
+        blocking = self._blocking_connection()
+        conn = blocking.connect()
+        if self._position.id is None:
+            try:
+                self._resolve_tail(conn)
+            except BaseException:
+                blocking.drop()
+                raise
+
+    def _resolve_tail(self, conn: Any) -> None:
+        """Fix ``"$"`` from XINFO STREAM; where ACLs refuse XINFO, from the newest entry."""
+        conn.send_command("XINFO", "STREAM", self.events_key)
+        try:
+            self._position.resolve_tail(info_dict(conn.read_response()))
+            return
+        except redis.ResponseError as exc:
+            if "no such key" in str(exc).lower():
+                self._position.resolve_tail(None)
+                return
+            logger.warning("QueueEvents %r: XINFO STREAM refused (%s): no gap notices", self.queue_name, exc)
+        conn.send_command("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
+        newest = conn.read_response()
+        self._position.resolve_tail({"last-generated-id": newest[0][0]} if newest else None)
+
+    def _drop_connection(self) -> None:
+        if self._blocking is not None:
+            self._blocking.drop()
+
+    def _read(self) -> tuple[dict[str, Any] | None, list[Any]]:
+        """XINFO STREAM then XREAD, pipelined: one round trip, and the XINFO describes the
+        stream as it was just before the read (what the gap check needs)."""
+        assert self._blocking is not None
+        conn = self._blocking.conn
+        cursor = self._position.id
+        assert cursor is not None
+        if self._stopping:
+            return None, []
+        conn.send_packed_command(conn.pack_commands([
+            ("XINFO", "STREAM", self.events_key),
+            ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor),
+        ]))
+        try:
+            info: dict[str, Any] | None = info_dict(conn.read_response())
+        except redis.ResponseError:
+            info = None  # no stream yet
+        reply = conn.read_response()
+        if not reply:
+            return info, []
+        if isinstance(reply, dict):
+            return info, next(iter(reply.values()))
+        return info, reply[0][1]
+
+    def _deliver(self, entries: list[Any]) -> int:
+        """Hand each entry to the handler and the subscribers, advancing the cursor entry by
+        entry; stops after the current entry when close() was called.
+
+        This is the hot path of a replay, so it inlines ``protocol.events.decode_entry`` for
+        the reply our own connection gives (flat lists of str: it decodes UTF-8 in the parser),
+        and checks for subscription changes and stop requests with one identity test.
+        """
+        registry = self._subscribers
+        version = registry.version
+        callbacks = registry.callbacks
+        by_wire = DECODING_BY_WIRE
+        delivered = 0
+        cursor = self._position.id
+        try:
+            for entry_id, fields in entries:
+                if fields.__class__ is list and fields and fields[0].__class__ is str:
+                    it = iter(fields)
+                    data = dict(zip(it, it))
+                    wire = data.pop("event", "")
+                    spec = by_wire.get(wire)
+                    if spec is None:
+                        event_type = wire  # custom or unknown: passed through as the plain str
+                    else:
+                        event_type, name, decode = spec
+                        if name is not None:
+                            raw = data.get(name)
+                            if raw is not None:
+                                data[name] = decode(raw)  # type: ignore[misc]
+                    data["event_id"] = cursor = entry_id
+                else:
+                    event_type, data = decode_entry(entry_id, fields)
+                    cursor = data["event_id"]
+                delivered += 1
+                for callback in callbacks:
+                    try:
+                        callback(event_type, data)
+                    except Exception:  # noqa: BLE001 - logged with its traceback by log_failure
+                        registry.log_failure(callback, self.queue_name, event_type, cursor)
+                if version is not registry.version:
+                    if self._stopping:
+                        break
+                    version, callbacks = registry.version, registry.callbacks
+        finally:
+            if delivered:
+                self._position.advance(cursor, delivered)  # type: ignore[arg-type]
+        return delivered

@@ -1,0 +1,114 @@
+"""Values on the wire: JSON as JavaScript writes it, and the lenient readers of what any
+runtime stored (docs/protocol.md §2).
+
+Writing. Every JSON value EchoMQ stores goes through :func:`encode_json` (compact, non-ASCII
+kept, NaN refused), so what EchoMQ writes is byte for byte what a BullMQ worker's
+``JSON.stringify`` writes for the same value. :func:`encode_json_like_js` is the one place that
+follows JSON.stringify further and writes NaN and the infinities as ``null``: a processor's
+return value must be stored, whatever it is.
+
+Reading. A hash or an event another runtime wrote may hold anything; the readers here never
+raise on a malformed value, they return the raw text (or None) so one bad producer cannot
+stop a reader.
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+import math
+from collections.abc import Mapping
+from typing import Any
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def encode_json(value: Any, *, ascii_only: bool = False) -> str:
+    """Compact JSON; raises ValueError (NaN, infinities) or TypeError (not JSON-able).
+
+    ``ascii_only`` escapes every non-ASCII character: for JSON that only carries values to a
+    script (which decodes it before storing anything), so any str arrives, a lone surrogate
+    included, and the stored bytes are the same.
+    """
+    return (_ASCII_ENCODER if ascii_only else _ENCODER).encode(value)
+
+
+def encode_json_like_js(value: Any) -> str:
+    """JSON as ``JSON.stringify`` writes it: NaN and the infinities become ``null``."""
+    try:
+        return _ENCODER.encode(value)
+    except ValueError:
+        return _ENCODER.encode(_finite(value))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def text(value: Any) -> str:
+    """A reply value as str, whatever the client's ``decode_responses`` (bad UTF-8 -> U+FFFD)."""
+    if value.__class__ is bytes:
+        return value.decode("utf-8", errors="replace")  # type: ignore[no-any-return]
+    return value if value.__class__ is str else str(value)  # type: ignore[no-any-return]
+
+
+def decode_hash(raw: Any) -> dict[str, str]:
+    """An HGETALL reply (dict or flat list, bytes or str) as a ``dict[str, str]``."""
+    if isinstance(raw, Mapping):
+        return {text(k): text(v) for k, v in raw.items()}
+    items = list(raw or [])
+    return {text(items[i]): text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
+
+
+def int_or_none(raw: str | None) -> int | None:
+    """A stored integer (``"5"``, also ``"5.0"``); None when absent, empty or not a number."""
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            number = float(raw)
+        except ValueError:
+            return None
+        return int(number) if math.isfinite(number) else None
+
+
+def int_or_text(raw: str) -> int | str:
+    """An integer field of an event (``"5"``, ``"5.0"``), or the raw text when it is not one."""
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            number = float(raw)
+        except ValueError:
+            return raw
+        return int(number) if number.is_integer() else raw
+
+
+# The C scanner behind json.loads, called directly: json.loads adds two regex passes and
+# raw_decode a Python frame, a sizeable share of an event replay's per-event cost.
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[no-untyped-call,arg-type]
+
+
+def json_or_text(raw: str) -> Any:
+    """The JSON value ``raw`` holds, or ``raw`` itself when it is not one JSON value."""
+    try:
+        value, end = _scan_json(raw, 0)
+    except StopIteration:  # nothing JSON at index 0: leading whitespace, or not JSON at all
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    except (ValueError, RecursionError):
+        return raw
+    if end != len(raw) and raw[end:].strip():
+        return raw  # trailing garbage: not one JSON value
+    return value

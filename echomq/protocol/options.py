@@ -1,0 +1,326 @@
+"""Job options: snake_case in Python, the protocol's names (and short forms) in Redis.
+
+A job hash stores its options as one JSON object under ``opts``. BullMQ 6.7 writes most options
+under their camelCase names and a few under short keys (``de``, ``fpof``, ``cpof``, ``idof``,
+``rdof``, ``kl``, ``tm``, ``omc``). A Node worker reads that object back, so whatever we store
+must be exactly what BullMQ would have stored for the same call. Everything is validated here,
+before any script runs, so a rejected add writes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import InvalidJobOptionsError
+from .codec import encode_json
+
+#: Highest priority the protocol accepts (BullMQ's PRIORITY_LIMIT, 2**21 - 1).
+PRIORITY_LIMIT = 2**21 - 1
+
+_INTEGER_LIKE = re.compile(r"^-?(0|[1-9][0-9]*)$")
+
+_BOOL_SHORT = {
+    "fail_parent_on_failure": "fpof",
+    "continue_parent_on_failure": "cpof",
+    "ignore_dependency_on_failure": "idof",
+    "remove_dependency_on_failure": "rdof",
+}
+
+_DEDUP_FIELDS = {"id": "id", "ttl": "ttl", "extend": "extend", "replace": "replace"}
+_REPEAT_FIELDS = {
+    "every": "every", "pattern": "pattern", "tz": "tz", "utc": "utc", "limit": "limit",
+    "start_date": "startDate", "end_date": "endDate", "offset": "offset", "count": "count",
+    "immediately": "immediately", "prev_millis": "prevMillis", "key": "key",
+}
+_KEEP_FIELDS = ("age", "count", "limit")
+
+
+def _fail(field: str, value: Any, reason: str, label: str = "job option ") -> InvalidJobOptionsError:
+    return InvalidJobOptionsError(f"{label}{field}={value!r}: {reason}")
+
+
+def _int(field: str, value: Any, *, minimum: int = 0, maximum: int | None = None,
+         label: str = "job option ") -> int:
+    """An integer (or an integral float) in range; bools are refused, they are not counts."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(field, value, "must be an integer", label)
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise _fail(field, value, "must be a whole number", label)
+        value = int(value)
+    if value < minimum:
+        raise _fail(field, value, f"must be >= {minimum}", label)
+    if maximum is not None and value > maximum:
+        raise _fail(field, value, f"must be between {minimum} and {maximum}", label)
+    return value
+
+
+def _bool(field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(field, value, "must be True or False")
+    return value
+
+
+def validate_job_id(job_id: Any, field: str = "job_id") -> str:
+    """A custom job id as BullMQ accepts it.
+
+    Integer-like ids would collide with the auto ids from the ``id`` counter; a ``:`` is only
+    allowed in the three-segment shape of scheduler iterations (``repeat:<id>:<millis>``).
+    """
+    if not isinstance(job_id, str):
+        raise _fail(field, job_id, "must be a str (custom ids cannot be integers)")
+    if not job_id:
+        raise _fail(field, job_id, "must not be empty")
+    if _INTEGER_LIKE.match(job_id):
+        raise _fail(field, job_id, "custom ids cannot be integer-like (they would collide with auto ids)")
+    if job_id.startswith("0:"):
+        raise _fail(field, job_id, "must not start with '0:' (legacy marker shape)")
+    if ":" in job_id and len(job_id.split(":")) != 3:
+        raise _fail(field, job_id, "may contain ':' only as exactly three ':'-separated segments")
+    return job_id
+
+
+def backoff_as_dict(value: Any) -> dict[str, Any] | None:
+    """A stored ``backoff`` in its normal form ``{"type", "delay"?, "jitter"?}``; None for none.
+
+    A bare number is BullMQ's shorthand for a fixed backoff. BullMQ normalises it before storing
+    and again whenever a worker rebuilds a job, so every reader and writer here uses this form.
+    """
+    if value is None or value is False:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"type": "fixed", "delay": value}
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise InvalidJobOptionsError(f"backoff must be a number or a dict, got {value!r}")
+
+
+def _backoff(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Mapping)):
+        raise _fail("backoff", value, "must be a delay in ms or {'type': 'fixed'|'exponential', 'delay': ms}")
+    if not isinstance(value, Mapping):
+        return {"type": "fixed", "delay": _int("backoff", value)}
+    unknown = set(value) - {"type", "delay", "jitter"}
+    if unknown:
+        raise _fail("backoff", value, f"unknown keys {sorted(unknown)}")
+    kind = value.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise _fail("backoff.type", kind, "must be 'fixed', 'exponential' or a custom strategy name")
+    out: dict[str, Any] = {"type": kind}
+    if value.get("delay") is not None:
+        out["delay"] = _int("backoff.delay", value["delay"])
+    if value.get("jitter") is not None:
+        jitter = value["jitter"]
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 1:
+            raise _fail("backoff.jitter", jitter, "must be a number between 0 and 1")
+        out["jitter"] = jitter
+    return out
+
+
+def validate_keep(subject: str, value: Any) -> bool | int | dict[str, int]:
+    """removeOnComplete/removeOnFail: True (remove at once), False (keep all), a count to keep,
+    or ``{"age": s, "count": n, "limit": n}``. ``subject`` names the option in the error
+    (``job option remove_on_fail``, ``Worker remove_on_fail``): both are checked by this rule."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return _int(subject, value, label="")
+    if not isinstance(value, Mapping):
+        raise _fail(subject, value, "must be a bool, a count, or {'age': seconds, 'count': n, 'limit': n}",
+                    label="")
+    unknown = set(value) - set(_KEEP_FIELDS)
+    if unknown or not value:
+        raise _fail(subject, value, f"takes only the keys {list(_KEEP_FIELDS)} (at least one)", label="")
+    return {k: _int(f"{subject}.{k}", value[k], label="") for k in _KEEP_FIELDS if value.get(k) is not None}
+
+
+def keep_args(keep: Any) -> tuple[str, str, str]:
+    """A stored keep rule as the finishing script's ARGV (keep count, keep age s, keep limit):
+    True deletes at once (count 0); False or None keeps all (count -1)."""
+    if keep is None or keep is False:
+        return "-1", "", ""
+    if keep is True:
+        return "0", "", ""
+    if isinstance(keep, (int, float)):
+        return str(int(keep)), "", ""
+    if isinstance(keep, Mapping):
+        count, age, limit = keep.get("count"), keep.get("age"), keep.get("limit")
+        return (
+            "-1" if count is None else str(int(count)),
+            "" if age is None else str(int(age)),
+            "" if limit is None else str(int(limit)),
+        )
+    return "-1", "", ""
+
+
+def _deduplication(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail("deduplication", value, "must be a mapping with at least an 'id'")
+    unknown = set(value) - set(_DEDUP_FIELDS)
+    if unknown:
+        raise _fail("deduplication", value, f"unknown keys {sorted(unknown)} (known: {sorted(_DEDUP_FIELDS)})")
+    dedup_id = value.get("id")
+    if not isinstance(dedup_id, str) or not dedup_id:
+        raise _fail("deduplication.id", dedup_id, "must be a non-empty str")
+    out: dict[str, Any] = {"id": dedup_id}
+    if value.get("ttl") is not None:
+        out["ttl"] = _int("deduplication.ttl", value["ttl"], minimum=1)
+    for flag in ("extend", "replace"):
+        if value.get(flag) is not None:
+            out[flag] = _bool(f"deduplication.{flag}", value[flag])
+    return out
+
+
+def _parent(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping) or set(value) != {"id", "queue"}:
+        raise _fail("parent", value, "must be {'id': parent job id, 'queue': '<prefix>:{<queue>}'}")
+    if not isinstance(value["id"], str) or not value["id"]:
+        raise _fail("parent.id", value["id"], "must be a non-empty str")
+    if not isinstance(value["queue"], str) or not value["queue"]:
+        raise _fail("parent.queue", value["queue"], "must be the parent queue's qualified name")
+    return {"id": value["id"], "queue": value["queue"]}
+
+
+def _repeat(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail("repeat", value, "must be a mapping")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in _REPEAT_FIELDS:
+            raise _fail("repeat", value, f"unknown key {key!r}")
+        if item is not None:
+            out[_REPEAT_FIELDS[key]] = item
+    return out
+
+
+def _telemetry(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or set(value) - {"metadata", "omit_context"}:
+        raise _fail("telemetry", value, "must be {'metadata': str, 'omit_context': bool}")
+    out: dict[str, Any] = {}
+    if value.get("metadata") is not None:
+        if not isinstance(value["metadata"], str):
+            raise _fail("telemetry.metadata", value["metadata"], "must be a str")
+        out["tm"] = value["metadata"]
+    if value.get("omit_context") is not None:
+        out["omc"] = _bool("telemetry.omit_context", value["omit_context"])
+    return out
+
+
+def _str(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(field, value, "must be a non-empty str")
+    return value
+
+
+# python name -> (protocol name, converter). Order of this table = order written to opts.
+_SIMPLE: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "attempts": ("attempts", lambda v: _int("attempts", v)),
+    "job_id": ("jobId", validate_job_id),
+    "delay": ("delay", lambda v: _int("delay", v)),
+    "priority": ("priority", lambda v: _int("priority", v, maximum=PRIORITY_LIMIT)),
+    "lifo": ("lifo", lambda v: _bool("lifo", v)),
+    "timestamp": ("timestamp", lambda v: _int("timestamp", v)),
+    "backoff": ("backoff", _backoff),
+    "remove_on_complete": ("removeOnComplete", lambda v: validate_keep("job option remove_on_complete", v)),
+    "remove_on_fail": ("removeOnFail", lambda v: validate_keep("job option remove_on_fail", v)),
+    "stack_trace_limit": ("stackTraceLimit", lambda v: _int("stack_trace_limit", v)),
+    "keep_logs": ("kl", lambda v: _int("keep_logs", v)),
+    "size_limit": ("sizeLimit", lambda v: _int("size_limit", v, minimum=1)),
+    "deduplication": ("de", _deduplication),
+    "parent": ("parent", _parent),
+    "repeat_job_key": ("repeatJobKey", lambda v: _str("repeat_job_key", v)),
+    "prev_millis": ("prevMillis", lambda v: _int("prev_millis", v)),
+    "repeat": ("repeat", _repeat),
+    **{name: (short, functools.partial(_bool, name)) for name, short in _BOOL_SHORT.items()},
+}
+KNOWN_OPTIONS: tuple[str, ...] = (*_SIMPLE, "telemetry")
+
+
+def encode_job_options(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate snake_case options and return the dict to store (as JSON) under the hash's ``opts``.
+
+    ``None`` values mean "not given" and are dropped, as BullMQ drops ``undefined``. Raises
+    InvalidJobOptionsError naming the option, its value and the reason.
+    """
+    out: dict[str, Any] = {}
+    for name, value in opts.items():
+        if value is None:
+            continue
+        if name == "debounce":
+            raise _fail(name, value, "was removed in BullMQ 6: use deduplication={'id': ...}")
+        if name == "telemetry":
+            out.update(_telemetry(value))
+            continue
+        entry = _SIMPLE.get(name)
+        if entry is None:
+            close = difflib.get_close_matches(str(name), KNOWN_OPTIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise _fail(str(name), value, f"unknown job option{hint}")
+        protocol_name, convert = entry
+        out[protocol_name] = convert(value)
+    flags = [name for name, short in _BOOL_SHORT.items() if out.get(short)]
+    if len(flags) > 1:
+        raise _fail(flags[0], True, f"cannot be used together with {', '.join(flags[1:])}")
+    if "de" in out and "parent" in out:
+        raise _fail("deduplication", opts.get("deduplication"), "cannot be used together with parent")
+    try:
+        encode_json(out)
+    except (TypeError, ValueError) as exc:
+        raise _fail("opts", dict(opts), f"not JSON-serialisable ({exc})") from None
+    return out
+
+
+def dumps_json(value: Any, field: str) -> str:
+    """A job's data, progress or opts as the JSON to store; NaN and non-JSON objects are refused."""
+    try:
+        return encode_json(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidJobOptionsError(f"job {field} {value!r:.200}: not JSON-serialisable ({exc})") from None
+
+
+def validate_job_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise InvalidJobOptionsError(f"job name {name!r}: must be a str")
+    return name
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+_DECODE_TOP = {protocol: python for python, (protocol, _c) in _SIMPLE.items()}
+_DECODE_REPEAT = {protocol: python for python, protocol in _REPEAT_FIELDS.items()}
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub(lambda m: "_" + m.group(1).lower(), name)
+
+
+def decode_job_options(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The reverse of encode_job_options, for hashes any runtime wrote.
+
+    Lenient on purpose: an option this version does not know (a newer BullMQ's) is kept under
+    its snake_case name instead of being dropped or refused.
+    """
+    out: dict[str, Any] = {}
+    telemetry: dict[str, Any] = {}
+    for key, value in stored.items():
+        if key == "tm":
+            telemetry["metadata"] = value
+        elif key == "omc":
+            telemetry["omit_context"] = value
+        elif key == "repeat" and isinstance(value, Mapping):
+            out["repeat"] = {_DECODE_REPEAT.get(k, _snake(k)): v for k, v in value.items()}
+        elif key == "de" and isinstance(value, Mapping):
+            out["deduplication"] = {_snake(k): v for k, v in value.items()}
+        elif key == "debounce":
+            out["deduplication"] = dict(value) if isinstance(value, Mapping) else value
+        else:
+            out[_DECODE_TOP.get(key, _snake(key))] = value
+    if telemetry:
+        out["telemetry"] = telemetry
+    return out

@@ -1,0 +1,238 @@
+"""A job as its hash ``<base>:<jobId>`` describes it, and the operations on one job.
+
+The hash is shared with BullMQ: whatever runtime wrote it, ``Job.from_hash`` reads every field
+of docs/protocol.md §2.1 by the rules of ``protocol.job_hash``. What only the worker holding the
+lock may do lives in the worker's ``ActiveJob``, so this class stays usable from producers,
+operators and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from ..clock import system_clock
+from ..errors import InvalidInputError, JobNotFoundError, raise_for_code
+from ..protocol import job_hash
+from ..protocol.codec import decode_hash, int_or_none, text
+from ..protocol.keys import QueueKeys
+from ..protocol.options import decode_job_options, dumps_json
+from ..protocol.states import LOOKUP_ORDER, STATES
+from ..transport.calls import run_script
+from ..transport.scripts import script
+from ..types import Clock, JobState
+
+
+class Job:
+    """One job: its stored fields, decoded, plus the operations a producer or operator runs on it.
+
+    Read-only attributes mirror the hash; call ``reload()`` to read it again. ``clock`` is the
+    time source of the operations that write a timestamp (``change_delay``).
+    """
+
+    def __init__(self, connection: redis.Redis, keys: QueueKeys, job_id: str, *, name: str = "",
+                 data: Any = None, opts: Mapping[str, Any] | None = None, timestamp: int = 0,
+                 clock: Clock = system_clock) -> None:
+        self.connection = connection
+        self.keys = keys
+        self.id = job_id
+        self.name = name
+        self.data = data
+        self.raw_opts: dict[str, Any] = dict(opts) if opts else {}
+        self._opts: dict[str, Any] | None = None
+        self.clock = clock
+        self.timestamp = timestamp
+        self.delay = int(self.raw_opts.get("delay") or 0)
+        self.priority = int(self.raw_opts.get("priority") or 0)
+        self.progress: Any = 0
+        self.attempts_made = 0
+        self.attempts_started = 0
+        self.stalled_counter = 0
+        self.processed_on: int | None = None
+        self.finished_on: int | None = None
+        self.processed_by: str | None = None
+        self.return_value: Any = None
+        self.failed_reason: str | None = None
+        self.stacktrace: list[str] = []
+        self.repeat_job_key: str | None = None
+        self.deduplication_id: str | None = None
+        self.parent_key: str | None = None
+        self.parent: dict[str, Any] | None = None
+        self.deferred_failure: str | None = None
+
+    # -- reading ------------------------------------------------------------------------------
+    @classmethod
+    def from_hash(cls, connection: redis.Redis, keys: QueueKeys, job_id: Any, raw: Any, *,
+                  opts: dict[str, Any] | None = None, clock: Clock = system_clock) -> Job:
+        """Build a Job from an HGETALL reply (bytes or str, dict or flat list).
+
+        ``opts``: the stored options when the caller already read them (the worker does).
+        """
+        fields = raw if raw.__class__ is dict and _all_str(raw) else decode_hash(raw)
+        job = cls(connection, keys, text(job_id), name=fields.get("name", ""),
+                  data=job_hash.json_field(fields, "data", {}),
+                  opts=job_hash.stored_opts(fields) if opts is None else opts,
+                  timestamp=int_or_none(fields.get("timestamp")) or 0, clock=clock)
+        job._apply(fields)
+        return job
+
+    def _apply(self, fields: Mapping[str, str]) -> None:
+        self.delay = int_or_none(fields.get("delay")) or 0
+        self.priority = int_or_none(fields.get("priority")) or 0
+        self.progress = job_hash.json_field(fields, "progress", 0)
+        self.attempts_made = job_hash.attempts_made(fields)
+        self.attempts_started = int_or_none(fields.get("ats")) or 0
+        self.stalled_counter = int_or_none(fields.get("stc")) or 0
+        self.processed_on = int_or_none(fields.get("processedOn"))
+        self.finished_on = int_or_none(fields.get("finishedOn"))
+        self.processed_by = fields.get("pb")
+        self.return_value = job_hash.json_field(fields, "returnvalue")
+        self.failed_reason = fields.get("failedReason")
+        self.stacktrace = job_hash.stacktrace(fields)
+        self.repeat_job_key = fields.get("rjk")
+        self.deduplication_id = fields.get("deid")
+        self.parent_key = fields.get("parentKey")
+        self.parent = job_hash.parent(fields)
+        self.deferred_failure = fields.get("defa")
+
+    @classmethod
+    def fetch(cls, connection: redis.Redis, keys: QueueKeys, job_id: str, *,
+              clock: Clock = system_clock) -> Job | None:
+        """The stored job, or None when its hash does not exist."""
+        raw = connection.hgetall(keys.job(job_id))
+        return cls.from_hash(connection, keys, job_id, raw, clock=clock) if raw else None
+
+    def reload(self) -> Job:
+        raw = self.connection.hgetall(self.keys.job(self.id))
+        if not raw:
+            raise JobNotFoundError(f"reload: job {self.id!r} does not exist")
+        fresh = type(self).from_hash(self.connection, self.keys, self.id, raw, clock=self.clock)
+        self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("connection", "keys")})
+        return self
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        """The options in Python's snake_case (decoded on first use: bulk adds never pay for it)."""
+        if self._opts is None:
+            self._opts = decode_job_options(self.raw_opts)
+        return self._opts
+
+    @property
+    def scheduler_id(self) -> str | None:
+        """The job scheduler this job is an iteration of (``rjk``), if any."""
+        return self.repeat_job_key
+
+    @property
+    def key(self) -> str:
+        return self.keys.job(self.id)
+
+    def get_state(self) -> JobState:
+        return get_job_state(self.connection, self.keys, self.id)
+
+    def get_logs(self, start: int = 0, end: int = -1) -> list[str]:
+        return [text(line) for line in self.connection.lrange(self.keys.job_logs(self.id), start, end)]
+
+    def get_children_values(self) -> dict[str, Any]:
+        """Return values of the children that completed, by full child key (a flow parent's inputs)."""
+        raw = decode_hash(self.connection.hgetall(self.keys.job_processed(self.id)))
+        return {key: job_hash.json_field(raw, key) for key in raw}
+
+    def get_pending_dependencies(self) -> list[str]:
+        """Full keys of the children that have not completed yet."""
+        return sorted(text(k) for k in self.connection.smembers(self.keys.job_dependencies(self.id)))
+
+    # -- operations ---------------------------------------------------------------------------
+    def update_progress(self, progress: Any) -> None:
+        """Store progress (a number or a JSON-able object) and write the ``progress`` event."""
+        update_progress(self.connection, self.keys, self.id, progress)
+        self.progress = progress
+
+    def log(self, line: str) -> int:
+        """Append a log line (trimmed to ``keep_logs``); returns how many lines the log holds."""
+        return add_log(self.connection, self.keys, self.id, line, self.raw_opts.get("kl"))
+
+    def remove(self, *, remove_children: bool = True) -> bool:
+        return remove_job(self.connection, self.keys, self.id, remove_children=remove_children)
+
+    def promote(self) -> None:
+        promote_job(self.connection, self.keys, self.id)
+        self.delay = 0
+
+    def change_delay(self, delay_ms: int) -> None:
+        change_delay(self.connection, self.keys, self.id, delay_ms, self.clock())
+        self.delay = int(delay_ms)
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, name={self.name!r}, queue={self.keys.queue_name!r})"
+
+
+def _all_str(fields: dict[Any, Any]) -> bool:
+    for key in fields:  # the first key tells: a reply is decoded all or nothing
+        return key.__class__ is str
+    return True
+
+
+# -- single-job operations, shared by Job and Queue -------------------------------------------------
+
+def get_job_state(client: redis.Redis, keys: QueueKeys, job_id: str) -> JobState:
+    """Which state holds the job, or ``"unknown"``, checked in BullMQ's order (one MULTI)."""
+    pipe = client.pipeline(transaction=True)
+    for name in LOOKUP_ORDER:
+        state = STATES[name]
+        if state.kind == "list":
+            pipe.lpos(keys.key(state.suffix), job_id)
+        else:
+            pipe.zscore(keys.key(state.suffix), job_id)
+    for name, hit in zip(LOOKUP_ORDER, pipe.execute()):
+        if hit is not None:
+            return name  # type: ignore[return-value]
+    return "unknown"
+
+
+def update_progress(client: redis.Redis, keys: QueueKeys, job_id: str, progress: Any) -> None:
+    if isinstance(progress, bool) or not isinstance(progress, (int, float, dict, list, str)):
+        raise InvalidInputError(f"progress {progress!r}: must be a number or a JSON object")
+    payload = dumps_json(progress, "progress")
+    lua = script("updateProgress")
+    code = run_script(client, lua, lua.keys_for(keys, job_id), [job_id, payload])
+    if int(code) < 0:
+        raise_for_code(int(code), "update_progress", job_id=job_id)
+
+
+def add_log(client: redis.Redis, keys: QueueKeys, job_id: str, line: str, keep_logs: Any = None) -> int:
+    if not isinstance(line, str):
+        raise InvalidInputError(f"log line {line!r}: must be a str")
+    keep = "" if keep_logs is None else str(int(keep_logs))
+    lua = script("addLog")
+    count = int(run_script(client, lua, lua.keys_for(keys, job_id), [job_id, line, keep]))
+    if count < 0:
+        raise_for_code(count, "log", job_id=job_id)
+    return count
+
+
+def remove_job(client: redis.Redis, keys: QueueKeys, job_id: str, *, remove_children: bool = True) -> bool:
+    """Remove a job from any state. False when a worker holds its lock (nothing was removed)."""
+    lua = script("removeJob")
+    code = int(run_script(client, lua, lua.keys_for(keys, job_id),
+                          [job_id, "1" if remove_children else "0", keys.job_prefix]))
+    if code < 0:
+        raise_for_code(code, "remove", job_id=job_id)
+    return code == 1
+
+
+def promote_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
+    lua = script("promote")
+    code = int(run_script(client, lua, lua.keys_for(keys), [keys.job_prefix, job_id]))
+    if code < 0:
+        raise_for_code(code, "promote", job_id=job_id, state="delayed")
+
+
+def change_delay(client: redis.Redis, keys: QueueKeys, job_id: str, delay_ms: int, now_ms: int) -> None:
+    if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0:
+        raise InvalidInputError(f"change_delay: delay {delay_ms!r} must be an int >= 0 (ms)")
+    lua = script("changeDelay")
+    code = int(run_script(client, lua, lua.keys_for(keys), [delay_ms, now_ms, job_id, keys.job(job_id)]))
+    if code < 0:
+        raise_for_code(code, "change_delay", job_id=job_id, state="delayed")

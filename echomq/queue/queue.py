@@ -1,0 +1,192 @@
+"""Queue: the producer's and the operator's handle on one queue.
+
+Every state change runs one of the protocol's transition scripts, so a BullMQ 6.7 worker (or
+an EchoMQ one) sees exactly what it would see had BullMQ's own Queue made the call. The Queue
+holds no thread and no blocking connection; it is safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from ..clock import system_clock
+from ..errors import InvalidInputError
+from ..protocol.codec import text
+from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
+from ..transport.calls import run_calls
+from ..transport.connection import Connection, Connections
+from ..types import Clock, JobOptions
+from . import admin
+from .enqueue import AddCall, AddPlanner, check_add_result, job_spec
+from .flows import add_flow
+from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class Queue:
+    """Add jobs to a queue and manage them.
+
+    ``connection`` is a ``redis.Redis`` (or fakeredis) client or a ``redis://`` URL (then the
+    Queue owns the client and ``close()`` closes it). Options are snake_case (``job_id``,
+    ``delay``, ``priority``, ``attempts``, ``backoff``, ``remove_on_complete`` ...) and are
+    stored under the protocol's names. ``clock`` (epoch ms) stamps every timestamp the Queue
+    writes: job timestamps, delay due times, the clean cutoff.
+    """
+
+    def __init__(self, connection: Connection, queue_name: str | None = None, *, prefix: str = DEFAULT_PREFIX,
+                 default_job_options: JobOptions | Mapping[str, Any] | None = None,
+                 clock: Clock = system_clock, name: str | None = None) -> None:
+        if name is not None:
+            if queue_name is not None:
+                raise InvalidInputError("Queue: give queue_name only (name is its old spelling)")
+            warnings.warn("Queue(name=...) is deprecated: the argument is queue_name, as in every other "
+                          "constructor", DeprecationWarning, stacklevel=2)
+            queue_name = name
+        if queue_name is None:
+            raise InvalidInputError("Queue: queue_name is required")
+        self.keys = QueueKeys(queue_name, prefix)
+        self.name = queue_name
+        self.prefix = prefix
+        self.clock = clock
+        self._planner = AddPlanner(self.keys, default_job_options, clock=clock)
+        self._planners = {queue_name: self._planner}
+        self._connections = Connections(connection)
+        self.client: redis.Redis = self._connections.client
+
+    @property
+    def queue_name(self) -> str:
+        return self.name
+
+    @property
+    def default_job_options(self) -> dict[str, Any]:
+        return dict(self._planner.defaults)
+
+    def close(self) -> None:
+        """Close the client if this Queue created it from a URL (a passed-in client stays open)."""
+        self._connections.close()
+
+    def __enter__(self) -> Queue:  # noqa: PYI034 (Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, prefix={self.prefix!r})"
+
+    # -- adding -------------------------------------------------------------------------------
+    def _job_for(self, call: AddCall, job_id: str) -> Job:
+        return Job(self.client, self.keys, job_id, name=call.name, data=call.data,
+                   opts=call.stored_opts, timestamp=call.timestamp, clock=self.clock)
+
+    def add(self, name: str, data: Any = None, **opts: Unpack[JobOptions]) -> Job:
+        """Add one job. A custom ``job_id`` that exists, or a deduplication hit, adds nothing and
+        returns a Job carrying the existing id (the stream says ``duplicated``/``deduplicated``).
+        """
+        call = self._planner.prepare(name, data, opts)
+        [reply] = run_calls(self.client, [(call.script, call.keys, call.args)])
+        if isinstance(reply, Exception):
+            raise reply
+        return self._job_for(call, check_add_result(reply, call))
+
+    def add_bulk(self, jobs: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[Job]:
+        """Add many jobs, streamed over one connection (not atomic, as BullMQ's addBulk).
+
+        Each item is ``{"name", "data", "opts"}`` or a ``(name, data[, opts])`` tuple. Every job
+        is validated before the first is sent.
+        """
+        calls = [self._planner.prepare(*job_spec(item)) for item in jobs]
+        replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls])
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return [self._job_for(call, check_add_result(reply, call)) for call, reply in zip(calls, replies)]
+
+    def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
+        """Add a parent job that waits (``waiting-children``) until all its children complete.
+
+        Each node is ``{"name", "data", "opts", "children"?, "queue"?}``; a child's ``queue``
+        names another queue under the same prefix (not Cluster-safe). Nodes without a
+        ``job_id`` get a UUID, as BullMQ 6 gives them. Everything is written in one MULTI.
+        """
+        return add_flow(self.client, self._planner_for, self.name, parent, children)
+
+    def _planner_for(self, queue_name: str) -> AddPlanner:
+        planner = self._planners.get(queue_name)
+        if planner is None:
+            planner = AddPlanner(QueueKeys(queue_name, self.prefix), clock=self.clock)
+            self._planners[queue_name] = planner
+        return planner
+
+    # -- reading ------------------------------------------------------------------------------
+    def get_job(self, job_id: str) -> Job | None:
+        return Job.fetch(self.client, self.keys, str(job_id), clock=self.clock)
+
+    def get_job_counts(self, *states: str) -> dict[str, int]:
+        return admin.job_counts(self.client, self.keys, states)
+
+    def get_jobs(self, states: str | Sequence[str] = ("waiting",), start: int = 0, end: int = -1,
+                 *, asc: bool = False) -> list[Job]:
+        return admin.get_jobs(self.client, self.keys, states, start, end, asc, self.clock)
+
+    def set_events_max_len(self, max_len: int) -> None:
+        """Cap the events stream (meta ``opts.maxLenEvents``, what BullMQ's ``streams.events.maxLen``
+        sets); every capped XADD from then on trims to about ``max_len`` entries."""
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len <= 0:
+            raise InvalidInputError(f"set_events_max_len: max_len={max_len!r} must be an int > 0")
+        self.client.hset(self.keys.meta, "opts.maxLenEvents", max_len)
+
+    def get_events_max_len(self) -> int:
+        raw = self.client.hget(self.keys.meta, "opts.maxLenEvents")
+        return int(text(raw)) if raw is not None else 10000
+
+    # -- one job ------------------------------------------------------------------------------
+    def remove(self, job_id: str, *, remove_children: bool = True) -> bool:
+        """Remove a job from any state. False (nothing removed) while a worker holds its lock."""
+        return remove_job(self.client, self.keys, str(job_id), remove_children=remove_children)
+
+    def promote(self, job_id: str) -> None:
+        """Move a delayed job to wait (or prioritized) now."""
+        promote_job(self.client, self.keys, str(job_id))
+
+    def change_delay(self, job_id: str, delay_ms: int) -> None:
+        change_delay(self.client, self.keys, str(job_id), delay_ms, self.clock())
+
+    def update_progress(self, job_id: str, progress: Any) -> None:
+        update_progress(self.client, self.keys, str(job_id), progress)
+
+    def log(self, job_id: str, line: str, keep_logs: int | None = None) -> int:
+        return add_log(self.client, self.keys, str(job_id), line, keep_logs)
+
+    # -- the whole queue ----------------------------------------------------------------------
+    def pause(self) -> None:
+        """Stop workers from taking jobs (meta ``paused``); jobs stay where they are."""
+        admin.pause(self.client, self.keys)
+
+    def resume(self) -> None:
+        admin.resume(self.client, self.keys)
+
+    def is_paused(self) -> bool:
+        return bool(self.client.hexists(self.keys.meta, "paused"))
+
+    def clean(self, grace_ms: int, limit: int = 0, state: str = "completed") -> list[str]:
+        """Delete up to ``limit`` (0 = all) jobs of ``state`` older than ``grace_ms``; their ids."""
+        return admin.clean(self.client, self.keys, grace_ms, limit, state, self.clock())
+
+    def drain(self, include_delayed: bool = False) -> int:
+        """Delete waiting (and optionally delayed) jobs; schedulers' pending iterations stay."""
+        return admin.drain(self.client, self.keys, include_delayed)
+
+    def obliterate(self, *, force: bool = False) -> None:
+        """Delete the queue and everything in it (pauses it first). Active jobs need ``force``."""
+        admin.obliterate(self.client, self.keys, force)
+
+    def trim_events(self, max_len: int) -> int:
+        """Approximately trim the events stream to ``max_len`` entries; returns how many went."""
+        return admin.trim_events(self.client, self.keys, max_len)

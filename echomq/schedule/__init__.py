@@ -1,0 +1,13 @@
+"""Job schedulers: recurring jobs by ``every`` (ms) or a cron ``pattern``, on BullMQ 6.7's
+``repeat`` keys (docs/scheduler.md, docs/protocol.md §4).
+
+``scheduler`` is the JobScheduler (upsert, produce_next, read, remove), ``records`` what it
+hands back, ``spec`` the one validator of repeat options, ``next_run`` the pure next-run
+function, ``cron`` the pattern dialect and its time zones.
+"""
+
+from .next_run import calculate_next_millis
+from .records import Iteration, SchedulerRecord
+from .scheduler import JobScheduler
+
+__all__ = ["Iteration", "JobScheduler", "SchedulerRecord", "calculate_next_millis"]

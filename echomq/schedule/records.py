@@ -1,0 +1,148 @@
+"""What the scheduler hands back: a scheduler's record and the iteration an upsert created.
+
+Both are plain frozen dataclasses built from what is in Redis, whoever wrote it (EchoMQ or a
+BullMQ 6.7 app): numbers are stored as decimal strings, ``data`` as the producer's JSON text and
+``opts`` as the protocol's short-form JSON, which is decoded to EchoMQ's snake_case options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import InvalidScheduleError
+from ..protocol.codec import int_or_none, json_or_text, text
+from ..protocol.options import decode_job_options
+from .cron import tzinfo_for
+
+
+def millis_to_datetime(millis: int, tz: str | None = None) -> datetime:
+    """An aware datetime for epoch millis, in ``tz`` when it names a zone (read as BullMQ reads
+    it), else in UTC; a zone no runtime could read leaves the instant in UTC."""
+    moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)  # noqa: UP017 (3.10 has no datetime.UTC)
+    if tz:
+        try:
+            return moment.astimezone(tzinfo_for(tz))
+        except InvalidScheduleError:
+            return moment
+    return moment
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One iteration job a scheduler placed: its id, its relative delay and when it is due.
+
+    ``delay`` is 0 when the iteration went straight to ``wait`` (or ``prioritized``).
+    """
+
+    job_id: str
+    delay: int
+    due_ms: int
+
+    @property
+    def due(self) -> datetime:
+        return millis_to_datetime(self.due_ms)
+
+    @classmethod
+    def from_reply(cls, job_id: str, delay: Any) -> Iteration:
+        # The due time is part of the deterministic id: repeat:<scheduler id>:<millis>.
+        return cls(job_id=job_id, delay=int(delay), due_ms=int(job_id.rsplit(":", 1)[1]))
+
+
+@dataclass(slots=True)
+class SchedulerRecord:
+    """A job scheduler as stored: how it repeats, what it creates, and its next run.
+
+    ``key`` is what BullMQ's getJobSchedulers reports as ``key`` (the scheduler id) and what
+    ``JobScheduler.remove_by_key`` takes. ``next_millis`` is the due time of the pending
+    iteration (after the last one, when a limit was reached, it is the last one's time).
+    ``template_opts`` are snake_case job options (docs/protocol.md §2.2).
+    """
+
+    id: str
+    name: str
+    next_millis: int | None
+    iteration_count: int | None = None
+    every: int | None = None
+    pattern: str | None = None
+    tz: str | None = None
+    start_date: int | None = None
+    end_date: int | None = None
+    limit: int | None = None
+    offset: int | None = None
+    raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def template_data(self) -> Any:
+        """The iterations' data as stored (decoded JSON), None when the hash has none (``{}``)."""
+        stored = self.raw.get("data")
+        return json_or_text(stored) if stored else None
+
+    @property
+    def template_opts(self) -> dict[str, Any] | None:
+        """The iterations' job options in snake_case, None when the hash has none."""
+        stored = self.raw.get("opts")
+        if not stored:
+            return None
+        decoded = json_or_text(stored)
+        return decode_job_options(decoded) if isinstance(decoded, dict) else {"raw": decoded}
+
+    @property
+    def template(self) -> dict[str, Any]:
+        """``{"data": ..., "opts": ...}`` with only the parts the hash has, as BullMQ reports it."""
+        out: dict[str, Any] = {}
+        if self.raw.get("data"):
+            out["data"] = self.template_data
+        if self.raw.get("opts"):
+            out["opts"] = self.template_opts
+        return out
+
+    @property
+    def key(self) -> str:
+        return self.id
+
+    @property
+    def next_run(self) -> datetime | None:
+        """The pending iteration's due time in UTC."""
+        return None if self.next_millis is None else millis_to_datetime(self.next_millis)
+
+    @property
+    def next_run_local(self) -> datetime | None:
+        """The same instant in the scheduler's own zone (UTC when it has none)."""
+        return None if self.next_millis is None else millis_to_datetime(self.next_millis, self.tz)
+
+    @classmethod
+    def from_hash(cls, scheduler_id: str, raw: dict[str, str], next_millis: int | None) -> SchedulerRecord:
+        get = raw.get
+        try:  # fast path: every number is a plain decimal integer, as both runtimes write them
+            numbers = [int(v) if v else None for v in
+                       (get("ic"), get("every"), get("startDate"), get("endDate"), get("limit"), get("offset"))]
+        except ValueError:
+            numbers = [int_or_none(raw.get(name)) for name in ("ic", "every", "startDate", "endDate", "limit", "offset")]
+        ic, every, start, end, limit, offset = numbers
+        return cls(scheduler_id, get("name", scheduler_id), next_millis, ic, every, get("pattern") or None,
+                   get("tz") or None, start, end, limit, offset, raw)
+
+    @classmethod
+    def from_flat(cls, member: Any, score: Any, flat: list[Any]) -> SchedulerRecord:
+        """From a script reply: the member, its score and a flat HGETALL (bytes or str)."""
+        items = iter(flat)
+        raw = {text(k): text(v) for k, v in zip(items, items)}
+        return cls.from_hash(text(member), raw, int_or_none(text(score)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (the CLI's ``--json``): absent fields are left out, as BullMQ does."""
+        out: dict[str, Any] = {"key": self.id, "name": self.name, "next": self.next_millis}
+        if self.next_run is not None:
+            out["next_utc"] = self.next_run.isoformat()
+            if self.tz:
+                out["next_local"] = self.next_run_local.isoformat()  # type: ignore[union-attr]
+        for name in ("iteration_count", "limit", "start_date", "end_date", "tz", "pattern", "every", "offset"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        template = self.template
+        if template:
+            out["template"] = template
+        return out

@@ -1,0 +1,267 @@
+"""Job schedulers: recurring jobs kept on the protocol's ``repeat`` keys, one pending job each.
+
+A scheduler is a hash ``<base>:repeat:<id>`` plus a member of the ``<base>:repeat`` sorted set
+whose score is the due time of its single pending iteration, a job ``repeat:<id>:<millis>``.
+Nothing runs in the background: ``upsert`` places the first iteration, and whoever moves that
+iteration to active calls ``produce_next`` to place the one after (EchoMQ's Worker does, and so
+does a BullMQ 6.7 worker). Every write is one Lua script, so concurrent upserts and repeated
+``produce_next`` calls converge on one hash and one pending iteration.
+
+The ``every`` arithmetic lives in the scripts (they see the current state, docs/protocol.md
+§4.2); cron ticks come from the repeat spec (the one validator of repeat options, shared with
+``calculate_next_millis``) and are passed in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from ..clock import system_clock
+from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
+from ..protocol import job_hash
+from ..protocol.codec import decode_hash, encode_json, int_or_none, text
+from ..protocol.keys import DEFAULT_PREFIX, QueueKeys, iteration_job_id
+from ..protocol.options import backoff_as_dict, dumps_json, encode_job_options, validate_job_name
+from ..transport.calls import run_script
+from ..transport.connection import Connection, Connections
+from ..transport.scripts import script
+from ..types import Clock, RepeatOptions
+from .next_run import calculate_next_millis
+from .records import Iteration, SchedulerRecord
+from .spec import RepeatSpec
+
+__all__ = ["Iteration", "JobScheduler", "SchedulerRecord"]
+
+logger = logging.getLogger(__name__)
+
+#: Template options that the scheduler sets itself on every iteration.
+_RESERVED_TEMPLATE_OPTS = ("job_id", "delay", "repeat", "repeat_job_key", "prev_millis", "timestamp")
+
+#: How many schedulers ``list`` reads per script call (bounds how long Redis is busy).
+_LIST_CHUNK = 2000
+
+
+def validate_scheduler_id(scheduler_id: Any) -> str:
+    """A scheduler id: a non-empty str without ``:`` (iteration ids embed it between colons)."""
+    if not isinstance(scheduler_id, str) or not scheduler_id:
+        raise InvalidInputError(f"scheduler id {scheduler_id!r}: must be a non-empty str")
+    if ":" in scheduler_id:
+        raise InvalidInputError(
+            f"scheduler id {scheduler_id!r}: must not contain ':' (its iterations are repeat:<id>:<millis>)"
+        )
+    return scheduler_id
+
+
+def _stored_int(value: Any) -> int | None:
+    """A number from an iteration's opts JSON (either runtime wrote it); None when absent."""
+    return None if value is None else int_or_none(str(value))
+
+
+class JobScheduler:
+    """Create, read and remove the job schedulers of one queue; advance them from workers.
+
+    Every method is one or two synchronous round trips. The instance holds no state beyond its
+    client and keys, so it is safe to share between threads. ``clock`` (epoch ms) is "now" for
+    every slot and timestamp it computes; ``close()`` closes a client built from a URL.
+    """
+
+    #: echomq.calculate_next_millis (the next-runs function), re-exported for convenience.
+    calculate_next_millis = staticmethod(calculate_next_millis)
+
+    def __init__(self, connection: Connection, queue_name: str, *, prefix: str = DEFAULT_PREFIX,
+                 clock: Clock = system_clock) -> None:
+        self.keys = QueueKeys(queue_name, prefix)
+        self.queue_name = queue_name
+        self.clock = clock
+        self._connections = Connections(connection)
+        self.client: redis.Redis = self._connections.client
+        self._add = script("addJobScheduler").bind(self.keys)
+        self._update = script("updateJobScheduler").bind(self.keys)
+        self._remove = script("removeJobScheduler").bind(self.keys)
+        self._get = script("getJobScheduler").bind(self.keys)
+        self._get_many = script("getJobSchedulers").bind(self.keys)
+
+    def close(self) -> None:
+        """Close the client if this JobScheduler built it from a URL (a passed-in client stays open)."""
+        self._connections.close()
+
+    def __enter__(self) -> JobScheduler:  # noqa: PYI034 (Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------------
+    def upsert(
+        self,
+        scheduler_id: str,
+        repeat_opts: RepeatOptions | Mapping[str, Any],
+        job_name: str | None = None,
+        job_data: Any = None,
+        opts: Mapping[str, Any] | None = None,
+    ) -> Iteration | None:
+        """Create the scheduler or replace it, and place its pending iteration.
+
+        ``job_name`` defaults to the scheduler id and ``job_data`` to ``{}`` (as in BullMQ);
+        ``opts`` are the iterations' job options (attempts, backoff, priority,
+        remove_on_complete ...). Re-upserting with the same ``every`` keeps the pending slot
+        and swaps the template; a changed ``every`` or pattern starts a fresh schedule.
+        Returns the iteration created, or None when the schedule has no run left (a pattern
+        with no tick before ``end_date``, an ``every`` slot past it). Bad input raises
+        InvalidInputError (a ValueError) and writes nothing.
+        """
+        now = self.clock()
+        sid = validate_scheduler_id(scheduler_id)
+        spec = RepeatSpec.parse(repeat_opts)
+        spec.refuse_ended(now)
+        name = validate_job_name(sid if job_name is None else job_name)
+        data_json = dumps_json({} if job_data is None else job_data, "data")
+        template = self._encode_template(opts)
+
+        next_arg = ""
+        if spec.pattern is not None:
+            next_millis = spec.next_millis(now)
+            if next_millis is None:
+                return None
+            next_arg = str(max(int(next_millis), now))
+        iteration_opts: dict[str, Any] = {**template, "timestamp": now}
+        if next_arg:
+            iteration_opts["prevMillis"] = int(next_arg)
+        iteration_opts["repeatJobKey"] = sid
+        iteration_opts["repeat"] = spec.iteration_repeat(count=1)
+
+        result = run_script(
+            self.client, self._add.script, self._add.keys,
+            [next_arg, encode_json(spec.scheduler_fields(name)), sid, data_json, encode_json(template),
+             encode_json(iteration_opts), now, self.keys.job_prefix, ""],
+        )
+        if isinstance(result, int):
+            if result == 0:
+                return None
+            job_id = iteration_job_id(sid, int(next_arg)) if next_arg else "?"
+            raise_for_code(result, "upsert", scheduler_id=sid, job_id=job_id)
+        return Iteration.from_reply(text(result[0]), result[1])
+
+    def produce_next(self, job_id: str, *, now_ms: int | None = None) -> Iteration | None:
+        """Place the iteration after ``job_id``, the scheduler iteration that just became active.
+
+        Call it right after the job moved to active, before its processor runs (BullMQ's worker
+        does the same), so the schedule keeps firing whatever the job's outcome. Only the
+        scheduler's current iteration produces; for an older one (retried, stalled, re-run) or a
+        job that is no iteration, this returns None and writes nothing. Calling it twice for the
+        same iteration creates nothing more and writes a ``duplicated`` event. The limit and the
+        end date are read from the job's own opts, name and data from the scheduler hash.
+        """
+        now = self.clock() if now_ms is None else int(now_ms)
+        raw_rjk, raw_opts = self.client.hmget(self.keys.job(job_id), ["rjk", "opts"])
+        if raw_rjk is None or raw_opts is None:
+            return None
+        scheduler_id = text(raw_rjk)
+        prev_opts = job_hash.stored_opts({"opts": text(raw_opts)})
+        if not prev_opts:
+            logger.warning("job %s: opts are not a JSON object, cannot produce its next iteration", job_id)
+            return None
+        stored_repeat = prev_opts.get("repeat")
+        repeat_opts: dict[str, Any] = stored_repeat if isinstance(stored_repeat, dict) else {}
+        count = (_stored_int(repeat_opts.get("count")) or 0) + 1
+        limit = _stored_int(repeat_opts.get("limit"))
+        if limit is not None and count > limit:
+            return None
+        end_date = repeat_opts.get("endDate")
+        end_ms = _stored_int(end_date)
+        if end_ms is not None and now > end_ms:
+            return None
+        reference = max(now, _stored_int(prev_opts.get("prevMillis")) or 0)
+
+        next_arg = ""
+        pattern = repeat_opts.get("pattern")
+        if pattern and not repeat_opts.get("every"):
+            cron = {"pattern": pattern, "tz": repeat_opts.get("tz"),
+                    "start_date": repeat_opts.get("startDate"), "end_date": end_date}
+            next_millis = calculate_next_millis({k: v for k, v in cron.items() if v is not None}, reference)
+            if next_millis is None:
+                return None
+            next_arg = str(max(int(next_millis), reference))
+
+        new_opts = {k: v for k, v in prev_opts.items() if k not in ("repeatJobKey", "prevMillis")}
+        new_opts.setdefault("attempts", 0)
+        backoff = new_opts.get("backoff")
+        if isinstance(backoff, (int, float)) and not isinstance(backoff, bool):
+            # A BullMQ worker rebuilds the job in memory, which stores a bare number's normal form.
+            new_opts["backoff"] = backoff_as_dict(backoff)
+        new_opts["timestamp"] = now
+        if next_arg:
+            new_opts["prevMillis"] = int(next_arg)
+        new_opts["repeatJobKey"] = scheduler_id
+        new_opts["repeat"] = {**repeat_opts, "count": count}
+
+        result = run_script(
+            self.client, self._update.script, self._update.for_job(job_id),
+            [next_arg, scheduler_id, "", encode_json(new_opts), now, self.keys.job_prefix, job_id],
+        )
+        if not result:
+            return None
+        return Iteration.from_reply(text(result[0]), result[1])
+
+    def remove(self, scheduler_id: str) -> bool:
+        """Delete the scheduler and its pending iteration if still delayed; False if unknown.
+
+        An iteration already waiting is left to run (it produces nothing more).
+        """
+        result = run_script(self.client, self._remove.script, self._remove.keys, [scheduler_id, self.keys.job_prefix])
+        return int(result) == 0
+
+    def remove_by_key(self, key: str) -> bool:
+        """``remove`` for the ``key`` that ``get``/``list`` report (also accepts the full hash key)."""
+        full = self.keys.scheduler("")
+        return self.remove(key.removeprefix(full))
+
+    # -- reading --------------------------------------------------------------------------------
+    def get(self, scheduler_id: str) -> SchedulerRecord | None:
+        """The scheduler's record, or None if there is no such scheduler."""
+        reply = run_script(self.client, self._get.script, self._get.keys, [scheduler_id])
+        if not reply or not reply[0]:
+            return None
+        return SchedulerRecord.from_hash(scheduler_id, decode_hash(reply[0]), int_or_none(text(reply[1])))
+
+    def list(self, start: int = 0, end: int = -1, asc: bool = False) -> list[SchedulerRecord]:
+        """Schedulers ordered by next run (latest first unless ``asc``), ranks start..end inclusive.
+
+        Read in chunks of ranks, one script call each, so a huge listing never blocks Redis
+        for long. Members of the repeat set without a hash (BullMQ 5 legacy repeatables) are
+        skipped, not deleted.
+        """
+        size = self.count()
+        first = start if start >= 0 else max(size + start, 0)
+        last = min(end if end >= 0 else size + end, size - 1)
+        records: list[SchedulerRecord] = []
+        for chunk_start in range(first, last + 1, _LIST_CHUNK):
+            chunk_end = min(chunk_start + _LIST_CHUNK - 1, last)
+            reply = run_script(self.client, self._get_many.script, self._get_many.keys,
+                               [chunk_start, chunk_end, "1" if asc else "0"])
+            for at in range(0, len(reply), 3):
+                if reply[at + 2]:
+                    records.append(SchedulerRecord.from_flat(reply[at], reply[at + 1], reply[at + 2]))
+        return records
+
+    def count(self) -> int:
+        """ZCARD of the repeat set (like BullMQ, legacy entries count too)."""
+        return int(self.client.zcard(self.keys.repeat))
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def _encode_template(opts: Mapping[str, Any] | None) -> dict[str, Any]:
+        if opts is None:
+            return {}
+        if not isinstance(opts, Mapping):
+            raise InvalidJobOptionsError(f"template opts must be a mapping, got {type(opts).__name__}")
+        reserved = [name for name in _RESERVED_TEMPLATE_OPTS if opts.get(name) is not None]
+        if reserved:
+            raise InvalidJobOptionsError(
+                f"template opts {reserved}: set by the scheduler on each iteration, not by the template"
+            )
+        return encode_job_options(opts)

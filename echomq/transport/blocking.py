@@ -1,0 +1,95 @@
+"""A dedicated connection for blocking reads, and the one way to cut such a read short.
+
+A Worker's fetcher blocks in BZPOPMIN on the queue's marker, a QueueEvents reader in XREAD
+BLOCK on the events stream. Each blocks on a connection of its own (the host's connections
+stay free), with a socket timeout of the longest block plus a margin, and is named so it shows
+in CLIENT LIST. Another thread stops such a read in milliseconds with :meth:`interrupt`:
+CLIENT UNBLOCK of the reader's client id, sent on a small control connection; where that is
+refused (an ACL without CLIENT, an old fakeredis) the reader's socket is shut instead.
+
+The reading thread owns the socket: it calls :meth:`connect`, sends and reads on
+:attr:`conn`, and :meth:`drop`\\ s the socket after an error. Other threads only call
+:meth:`interrupt` and, once the reader is done, :meth:`close`.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import Any
+
+import redis
+
+from .connection import BLOCK_SOCKET_MARGIN_S, Connections
+
+log = logging.getLogger(__name__)
+
+#: Socket timeout of the control connection that sends CLIENT UNBLOCK.
+CONTROL_TIMEOUT_S = 2.0
+
+
+class BlockingConnection:
+    """One thread's blocking connection, interruptible from any other thread."""
+
+    def __init__(self, connections: Connections, *, max_block_s: float, client_name: str | None = None,
+                 **overrides: Any) -> None:
+        self._connections = connections
+        self._client = connections.dedicated(socket_timeout=max_block_s + BLOCK_SOCKET_MARGIN_S,
+                                             client_name=client_name, **overrides)
+        self._control: redis.Redis | None = None
+        self._lock = threading.Lock()
+        self.conn: Any = None
+        self.client_id: int | None = None
+
+    def connect(self) -> Any:
+        """The reader's socket, connected, with its client id known (again after a drop)."""
+        if self.conn is not None:
+            return self.conn
+        conn = self._client.connection_pool.get_connection()
+        try:
+            conn.send_command("CLIENT", "ID")
+            client_id = int(conn.read_response())
+        except BaseException:
+            self._client.connection_pool.release(conn)
+            conn.disconnect()
+            raise
+        with self._lock:
+            self.conn, self.client_id = conn, client_id
+        return conn
+
+    def drop(self) -> None:
+        """Forget the socket after an error (or at the end): the next connect() opens a new one."""
+        with self._lock:
+            conn, self.conn, self.client_id = self.conn, None, None
+        if conn is not None:
+            conn.disconnect()
+            self._client.connection_pool.release(conn)
+
+    def interrupt(self) -> bool:
+        """Unblock the read in progress, if any. True when a blocked read was (probably) cut:
+        CLIENT UNBLOCK said so, or it was refused and the socket was shut instead."""
+        client_id = self.client_id
+        if client_id is None:
+            return False
+        try:
+            if self._control is None:
+                self._control = self._connections.dedicated(socket_timeout=CONTROL_TIMEOUT_S)
+            return bool(self._control.execute_command("CLIENT", "UNBLOCK", client_id))
+        except Exception as exc:  # noqa: BLE001 - every failure here has the same fallback
+            log.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
+        with self._lock:
+            sock = getattr(self.conn, "_sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except (OSError, ValueError):
+                    pass
+        return True
+
+    def close(self) -> None:
+        """Disconnect the reader's socket and the control connection now."""
+        self.drop()
+        for client in (self._client, self._control):
+            if client is not None:
+                self._connections.release(client)

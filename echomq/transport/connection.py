@@ -1,0 +1,181 @@
+"""Connections: what callers pass in, what a component opens itself, and who closes what.
+
+A component (Queue, Worker, JobScheduler, QueueEvents) talks to Redis through one
+:class:`Connections`: the caller's client (or one built from a URL, which the component then
+owns), plus every dedicated client it opens for itself. The caller's client is never used for
+a blocking command: a blocking reader gets a dedicated client on the same server (the same
+connection settings, its own socket timeout and name), so the host's connections stay free.
+``Connections.close()`` disconnects at once everything the component opened, and the client
+only when the component built it.
+
+That works for ``redis.Redis`` and ``fakeredis.FakeRedis`` alike: a FakeRedis client built from
+the same pool settings shares the same in-memory server.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import redis
+
+from ..errors import ForkedProcessError, InvalidInputError
+
+Connection: TypeAlias = "redis.Redis | str"
+
+#: Errors that mean "the server went away" (or never answered): retried with backoff.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+#: Extra time on top of a BLOCK before the socket read gives up: the server answers a BLOCK
+#: exactly at its timeout, so a socket timeout of block + margin never fires on a healthy link.
+BLOCK_SOCKET_MARGIN_S = 10.0
+
+#: Pool settings redis-py writes at run time (maintenance notifications remember the original
+#: timeouts and address there). Copied into a new pool they would override the new pool's own
+#: settings: a relaxed timeout would fall back to the source pool's 5 s instead of ours.
+_RUNTIME_ONLY_KWARGS = frozenset({
+    "orig_host_address", "orig_socket_timeout", "orig_socket_connect_timeout",
+    "maint_notifications_pool_handler", "oss_cluster_maint_notifications_handler",
+})
+
+
+def resolve_connection(connection: Connection) -> redis.Redis:
+    """Accept a ``redis.Redis`` (or a fakeredis client) or a ``redis://`` URL."""
+    if isinstance(connection, str):
+        if not connection.startswith(("redis://", "rediss://", "unix://")):
+            raise InvalidInputError(f"connection URL {connection!r} must start with redis://, rediss:// or unix://")
+        return redis.Redis.from_url(connection)
+    if isinstance(connection, redis.Redis):
+        return connection
+    raise InvalidInputError(
+        f"connection must be a redis.Redis or a redis:// URL, got {type(connection).__name__}"
+    )
+
+
+def is_fake(connection: redis.Redis) -> bool:
+    """True for a fakeredis client: some server-side facilities (CLIENT UNBLOCK ...) are absent."""
+    return type(connection).__module__.startswith("fakeredis")
+
+
+def dedicated_client(
+    connection: redis.Redis,
+    *,
+    socket_timeout: float | None,
+    client_name: str | None = None,
+    **overrides: Any,
+) -> redis.Redis:
+    """A new client on the same server as ``connection``, with a pool of its own.
+
+    redis-py defaults ``socket_timeout`` to 5 s; a blocking read longer than that would fail,
+    so blocking readers pass ``block + BLOCK_SOCKET_MARGIN_S``. ``overrides`` replace other
+    connection settings (QueueEvents has its parser decode UTF-8: ``decode_responses=True``).
+    The caller owns the result: close it with :func:`close_client`.
+    """
+    pool = connection.connection_pool
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in _RUNTIME_ONLY_KWARGS}
+    kwargs["socket_timeout"] = socket_timeout
+    kwargs.update(overrides)
+    if client_name is not None and not is_fake(connection):
+        kwargs["client_name"] = client_name
+    new_pool = pool.__class__(connection_class=pool.connection_class, max_connections=4, **kwargs)
+    return type(connection)(connection_pool=new_pool)
+
+
+def close_client(client: redis.Redis) -> None:
+    """Close a client and disconnect every socket of its pool now (not at garbage collection:
+    ``Redis.close()`` leaves a pool it was given open)."""
+    try:
+        client.close()
+        client.connection_pool.disconnect()
+    except (redis.RedisError, OSError):
+        pass
+
+
+class Connections:
+    """The connections one component uses, and the ones it must close.
+
+    ``client`` is the caller's client, or one built from the URL the caller gave (then owned).
+    ``dedicated()`` opens a client for this component alone; ``close()`` disconnects all of
+    them at once, and the client if owned. Safe to call ``close()`` twice and from any thread.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self.client: redis.Redis = resolve_connection(connection)
+        self.owns_client = isinstance(connection, str)
+        self._dedicated: list[redis.Redis] = []
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def dedicated(self, *, socket_timeout: float | None, client_name: str | None = None,
+                  **overrides: Any) -> redis.Redis:
+        """A client of this component's own on the same server (see :func:`dedicated_client`)."""
+        client = dedicated_client(self.client, socket_timeout=socket_timeout, client_name=client_name, **overrides)
+        with self._lock:
+            self._dedicated.append(client)
+        return client
+
+    def release(self, client: redis.Redis) -> None:
+        """Close one dedicated client now, before the component closes."""
+        with self._lock:
+            if client in self._dedicated:
+                self._dedicated.remove(client)
+        close_client(client)
+
+    def close(self) -> None:
+        with self._lock:
+            dedicated, self._dedicated = self._dedicated, []
+            owned = self.owns_client and not self.closed
+            self.closed = True
+        for client in dedicated:
+            close_client(client)
+        if owned:
+            close_client(self.client)
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff with full jitter, for reconnect loops.
+
+    ``next_delay()`` grows ``base * 2**n`` up to ``cap`` and draws uniformly below it, so a fleet
+    of readers that lost the same server does not come back in lockstep. ``reset()`` after a
+    success.
+    """
+
+    base: float = 0.05
+    cap: float = 5.0
+    failures: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next_delay(self) -> float:
+        ceiling = min(self.cap, self.base * (2 ** min(self.failures, 30)))
+        self.failures += 1
+        return self.rng.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class PidGuard:
+    """Remembers the process that started a component; a forked child must not reuse it.
+
+    A thread started before ``fork()`` does not exist in the child (gunicorn preload, Django's
+    autoreloader), and sharing its sockets corrupts replies, so we refuse loudly instead.
+    """
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    def claim(self) -> None:
+        with self._lock:
+            self._pid = os.getpid()
+
+    def check(self, what: str) -> None:
+        if self._pid is not None and self._pid != os.getpid():
+            raise ForkedProcessError(
+                f"{what} was started in process {self._pid} and cannot be used from process "
+                f"{os.getpid()}: create and start it after fork (e.g. gunicorn post_fork)"
+            )

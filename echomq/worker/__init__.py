@@ -1,0 +1,11 @@
+"""The Worker and its parts (docs/worker.md): ``worker`` (threads, start and shutdown),
+``options`` (its settings), ``fetcher`` (taking jobs, the marker wait), ``processing`` (running
+and finishing attempts), ``active_job`` (the job a processor receives), ``retry`` (backoff and
+stack traces), ``transitions`` (the worker's scripts) and ``maintenance`` (lock renewal and the
+stalled check).
+"""
+
+from .active_job import ActiveJob
+from .worker import Worker
+
+__all__ = ["ActiveJob", "Worker"]

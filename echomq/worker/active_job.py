@@ -1,0 +1,82 @@
+"""One attempt of one job: the Job its processor receives, and what the worker remembers of it.
+
+Both come from the hash moveToActive returned, read once by ``protocol.job_hash``'s rules, so
+finishing the attempt needs no extra round trip. The processor gets an :class:`ActiveJob`: the
+public ``Job`` plus what only the lock holder may do. The worker keeps an :class:`Attempt`, its
+own snapshot of the stored options and counters, so a processor that edits ``job.raw_opts``
+cannot change how its attempt is finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from ..errors import raise_for_code
+from ..protocol import job_hash
+from ..protocol.keys import QueueKeys
+from ..queue.job import Job
+from ..transport.calls import run_script
+from ..transport.scripts import script
+from ..types import Clock
+
+
+class ActiveJob(Job):
+    """The Job a processor receives: a Job plus the lock token of the running attempt."""
+
+    token: str = ""
+
+    def move_to_waiting_children(self, child_key: str | None = None) -> bool:
+        """Park this job until its pending children complete (all of them, or ``child_key``).
+
+        True: the job moved to ``waiting-children``; raise ``WaitingChildrenError`` next, and
+        the job runs again, from the start, when its last child completes. False: nothing is
+        pending, keep going. Only the worker that holds the lock can do this.
+        """
+        lua = script("moveToWaitingChildren")
+        result = int(run_script(self.connection, lua, lua.keys_for(self.keys, self.id),
+                                [self.token, child_key or "", self.clock(), self.id, self.keys.job_prefix]))
+        if result < 0:
+            raise_for_code(result, "move job to waiting-children", job_id=self.id, state="active")
+        return result == 0
+
+
+class Attempt:
+    """What the worker that holds the lock knows about the attempt it runs."""
+
+    __slots__ = ("fields", "job_id", "opts", "token")
+
+    def __init__(self, job_id: str, token: str, fields: dict[str, str]) -> None:
+        self.job_id = job_id
+        self.token = token
+        self.fields = fields
+        self.opts: dict[str, Any] = job_hash.stored_opts(fields)
+
+    @property
+    def attempts(self) -> int:
+        """``opts.attempts``; BullMQ's default is 0, which still allows the first attempt."""
+        try:
+            return int(self.opts.get("attempts") or 0)
+        except (TypeError, ValueError):
+            return 0
+
+    @property
+    def attempts_made(self) -> int:
+        return job_hash.attempts_made(self.fields)
+
+    @property
+    def scheduler_id(self) -> str | None:
+        return self.fields.get("rjk") or None
+
+    @property
+    def deferred_failure(self) -> str | None:
+        """``defa``: the stalled check or a failed child decided this job must fail."""
+        return self.fields.get("defa") or None
+
+    def job(self, client: redis.Redis, keys: QueueKeys, clock: Clock) -> ActiveJob:
+        """The processor's ActiveJob, built from the same hash and options (copied), no round trip."""
+        job = ActiveJob.from_hash(client, keys, self.job_id, self.fields, opts=self.opts, clock=clock)
+        assert isinstance(job, ActiveJob)  # from_hash builds cls
+        job.token = self.token
+        return job

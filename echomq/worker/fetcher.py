@@ -1,0 +1,174 @@
+"""The Worker's fetcher: taking jobs, in the thread that called ``run()``.
+
+While a processor slot is free it calls moveToActive (which first promotes due delayed jobs)
+and hands the job to a processor thread. When nothing is ready it blocks on the queue's
+``marker`` key (docs/protocol.md §1.2) with BZPOPMIN on a connection of its own, never polling,
+for at most ``drain_delay`` or until the next delayed job is due; whatever it pops, the next
+moveToActive finds out what to do. ``close()`` cuts the wait short from another thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+
+import redis
+
+from ..transport.blocking import BlockingConnection
+from ..transport.connection import CONNECTION_ERRORS, Backoff, Connections, is_fake
+from ..types import Clock
+from .transitions import Fetched, Transitions
+
+log = logging.getLogger(__name__)
+
+#: How close to a delayed job's due time the fetcher stops blocking on Redis and sleeps locally:
+#: Redis checks blocking timeouts about every 100 ms (hz 10), too coarse for a due time.
+LOCAL_WAIT_S = 0.15
+
+#: Longest single block on fakeredis, whose CLIENT UNBLOCK older releases lack.
+FAKE_BLOCK_CAP_S = 0.2
+
+#: What a processor thread takes from the fetcher: a job and its lock token, or None to stop.
+Handoff = queue.SimpleQueue["tuple[Fetched, str] | None"]
+
+
+class Slots:
+    """Free processor slots: the fetcher takes one before each fetch, a processor gives it back."""
+
+    def __init__(self, count: int) -> None:
+        self._free = count
+        self._cond = threading.Condition()
+
+    def take(self, stop: threading.Event) -> bool:
+        """Wait for a free slot; False once ``stop`` is set."""
+        with self._cond:
+            while self._free == 0 and not stop.is_set():
+                self._cond.wait(0.5)
+            if stop.is_set():
+                return False
+            self._free -= 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+class MarkerWait:
+    """The fetcher's blocking read of the marker key, interruptible by ``close()``."""
+
+    def __init__(self, connections: Connections, marker_key: str, *, max_block_s: float, client_name: str) -> None:
+        self._connections = connections
+        self.marker_key = marker_key
+        self.max_block_s = max_block_s
+        self.client_name = client_name
+        self._fake = is_fake(connections.client)
+        self._blocking: BlockingConnection | None = None
+
+    def open(self) -> None:
+        self._blocking = BlockingConnection(self._connections, max_block_s=self.max_block_s,
+                                            client_name=self.client_name)
+
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        """Block until a marker arrives or ``timeout`` s pass (or ``stop`` is set)."""
+        blocking = self._blocking
+        if blocking is None or stop.is_set():
+            return
+        if self._fake:
+            timeout = min(timeout, FAKE_BLOCK_CAP_S)
+        conn = blocking.connect()
+        if stop.is_set():
+            return
+        conn.send_command("BZPOPMIN", self.marker_key, max(0.001, round(min(timeout, self.max_block_s), 3)))
+        conn.read_response()
+
+    def connection_lost(self) -> None:
+        if self._blocking is not None:
+            self._blocking.drop()
+
+    def interrupt(self, done: threading.Event, patience_s: float) -> None:
+        """Unblock the wait until ``done`` is set: a wait may begin just after one unblock, so keep
+        trying for ``patience_s``."""
+        blocking = self._blocking
+        if blocking is None:
+            return
+        deadline = time.monotonic() + patience_s
+        while not done.is_set() and time.monotonic() < deadline:
+            blocking.interrupt()
+            done.wait(0.05)
+
+    def close(self) -> None:
+        if self._blocking is not None:
+            self._blocking.close()
+
+
+class Fetcher:
+    """The fetch loop of one Worker (``run`` blocks until ``stop`` is set)."""
+
+    def __init__(self, transitions: Transitions, slots: Slots, handoff: Handoff, marker: MarkerWait, *,
+                 clock: Clock, drain_delay: float, stop: threading.Event, worker_id: str, queue_name: str) -> None:
+        self.transitions = transitions
+        self.slots = slots
+        self.handoff = handoff
+        self.marker = marker
+        self.clock = clock
+        self.drain_delay = drain_delay
+        self.stop = stop
+        self.worker_id = worker_id
+        self.queue_name = queue_name
+        self._tokens = itertools.count(1)
+
+    def run(self) -> None:
+        backoff = Backoff(base=0.1, cap=10.0)
+        stop = self.stop
+        while not stop.is_set():
+            if not self.slots.take(stop):
+                return
+            token = f"{self.worker_id}:{next(self._tokens)}"
+            try:
+                fetched = self.transitions.move_to_active(token, self.clock())
+            except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
+                # ResponseError: READONLY after a failover, OOM, a busy script ... all transient
+                self.slots.release()
+                self.pause_after_error("fetching a job", exc, backoff)
+                continue
+            if fetched.job_id is not None:
+                backoff.reset()
+                self.handoff.put((fetched, token))
+                continue
+            self.slots.release()
+            if fetched.rate_limit_ms > 0:
+                stop.wait(fetched.rate_limit_ms / 1000)
+                continue
+            timeout = self.drain_delay
+            if fetched.next_due_ms:
+                remaining = (fetched.next_due_ms - self.clock()) / 1000
+                if remaining <= LOCAL_WAIT_S:
+                    stop.wait(max(0.0, remaining))
+                    continue
+                timeout = min(timeout, remaining - LOCAL_WAIT_S + 0.01)
+            try:
+                self.marker.wait(timeout, stop)
+                backoff.reset()
+            except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
+                self.marker.connection_lost()
+                if not stop.is_set():  # close() may have cut the socket on purpose
+                    self.pause_after_error("waiting for jobs", exc, backoff)
+
+    def pause_after_error(self, what: str, exc: BaseException, backoff: Backoff) -> None:
+        delay = backoff.next_delay()
+        log.warning("worker %s: Redis failed while %s (%s); retrying in %.2f s", self.queue_name, what, exc, delay)
+        self.stop.wait(delay)
+
+    def wake(self, done: threading.Event) -> None:
+        """From ``close()``: wake a fetcher waiting for a slot or for the marker, until ``done``."""
+        self.slots.wake()
+        self.marker.interrupt(done, self.drain_delay + 1)

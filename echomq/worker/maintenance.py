@@ -1,0 +1,121 @@
+"""Lock renewal and the stalled check: the loop that proves a worker is alive.
+
+One ``Maintenance`` belongs to one Worker. ``run_once(now_ms)`` does whatever is due at that
+instant (renew the locks of running jobs every ``lock_renew_time``, run the stalled check every
+``stalled_interval``) and says how long until the next step, so the Worker's thread is a thin
+``while not stop.wait(delay)`` around it and tests step it with a fixed clock.
+
+docs/protocol.md §3.5: a lock is ``<job>:lock`` = token with PX ``lock_duration``; renewal also
+SREMs the id from ``stalled``. The stalled check (guarded by ``stalled-check`` so one worker
+per interval runs it) moves jobs whose lock expired back to wait, or marks them for failure
+once they stalled more than ``max_stalled_count`` times.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from .transitions import Transitions
+
+log = logging.getLogger(__name__)
+
+
+class LockRegistry:
+    """The jobs this worker runs right now and their lock tokens (shared by threads)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def track(self, job_id: str, token: str) -> None:
+        with self._lock:
+            self._tokens[job_id] = token
+
+    def untrack(self, job_id: str) -> None:
+        with self._lock:
+            self._tokens.pop(job_id, None)
+
+    def snapshot(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._tokens)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tokens.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._tokens)
+
+
+class Maintenance:
+    """Steppable lock renewal and stalled check: ``run_once(now_ms)`` is one step, the thread a
+    thin loop around it, so tests step it with a fixed clock."""
+
+    def __init__(
+        self,
+        transitions: Transitions,
+        locks: LockRegistry,
+        *,
+        lock_duration: int = 30000,
+        lock_renew_time: int | None = None,
+        stalled_interval: int = 30000,
+        max_stalled_count: int = 1,
+        skip_stalled_check: bool = False,
+    ) -> None:
+        self.transitions = transitions
+        self.locks = locks
+        self.lock_duration = int(lock_duration)
+        self.lock_renew_time = int(lock_renew_time or self.lock_duration // 2)
+        self.stalled_interval = int(stalled_interval)
+        self.max_stalled_count = int(max_stalled_count)
+        self.skip_stalled_check = skip_stalled_check
+        self.next_renew_ms: int | None = None
+        self.next_stalled_check_ms: int | None = None
+        #: The ids the last stalled check moved back to wait (for tests and logs).
+        self.last_stalled: list[str] = []
+
+    def run_once(self, now_ms: int) -> int:
+        """Do what is due at ``now_ms``; return the milliseconds until the next step.
+
+        The first call runs the stalled check at once (a fresh worker recovers what a dead
+        one left behind) and schedules the first renewal ``lock_renew_time`` later.
+        """
+        if self.next_renew_ms is None:
+            self.next_renew_ms = now_ms + self.lock_renew_time
+        if now_ms >= self.next_renew_ms:
+            self.renew_locks()
+            self.next_renew_ms = now_ms + self.lock_renew_time
+        stalled_due = self.next_stalled_check_ms is None or now_ms >= self.next_stalled_check_ms
+        if stalled_due and not self.skip_stalled_check:
+            self.check_stalled(now_ms)
+            self.next_stalled_check_ms = now_ms + self.stalled_interval
+        due = [self.next_renew_ms]
+        if not self.skip_stalled_check and self.next_stalled_check_ms is not None:
+            due.append(self.next_stalled_check_ms)
+        return max(0, min(due) - now_ms)
+
+    def renew_locks(self) -> list[str]:
+        """Extend every tracked lock; report (and stop tracking) the ones that are lost."""
+        tokens = self.locks.snapshot()
+        if not tokens:
+            return []
+        lost = self.transitions.extend_locks(tokens)
+        current = self.locks.snapshot()
+        # A job that finished while the renewal was in flight released its lock on purpose.
+        lost = [job_id for job_id in lost if current.get(job_id) == tokens[job_id]]
+        for job_id in lost:
+            # Another worker's stalled check took it, or someone removed it: our final move
+            # will be refused, which is what keeps a job from finishing twice.
+            log.warning("lock of job %s could not be renewed; it may be processed again", job_id)
+            self.locks.untrack(job_id)
+        return lost
+
+    def check_stalled(self, now_ms: int) -> list[str]:
+        moved = self.transitions.move_stalled_to_wait(self.max_stalled_count, self.stalled_interval, now_ms)
+        self.last_stalled = moved
+        for job_id in moved:
+            log.warning("job %s stalled (its worker stopped renewing the lock) and was moved back to wait",
+                        job_id)
+        return moved

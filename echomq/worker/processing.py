@@ -1,0 +1,174 @@
+"""Running attempts: what a Worker's processor threads do with each job the fetcher hands over.
+
+For each job: produce the next iteration if it belongs to a job scheduler (before the
+processor runs, as BullMQ's worker does, docs/protocol.md §4.4), run the processor, then
+finish the attempt with one script that also takes the next job when the worker is not
+stopping (fetch-next, §3.3): completed, failed for good, or retried now or after its backoff
+(§3.4). A processor's exception is the job's failure, never the thread's; a bug of ours is
+logged and the job left to the stalled check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from ..errors import EchoMQError, UnrecoverableError, WaitingChildrenError
+from ..protocol import job_hash
+from ..protocol.codec import encode_json_like_js
+from ..protocol.keys import QueueKeys
+from ..schedule.scheduler import JobScheduler
+from ..transport.connection import CONNECTION_ERRORS, Backoff
+from ..types import BackoffStrategy, Clock, Processor
+from .active_job import Attempt
+from .fetcher import Handoff, Slots
+from .maintenance import LockRegistry
+from .options import WorkerOptions
+from .retry import retry_delay, stacktrace_with
+from .transitions import Fetched, Transitions
+
+log = logging.getLogger(__name__)
+
+
+class AttemptRunner:
+    """The body of every processor thread of one Worker (``loop``), and its count of finished jobs."""
+
+    def __init__(self, *, client: redis.Redis, keys: QueueKeys, transitions: Transitions, locks: LockRegistry,
+                 processor: Processor, options: WorkerOptions, backoff_strategy: BackoffStrategy | None,
+                 clock: Clock, scheduler: JobScheduler, slots: Slots, handoff: Handoff,
+                 stop: threading.Event, abandoned: threading.Event) -> None:
+        self.client = client
+        self.keys = keys
+        self.transitions = transitions
+        self.locks = locks
+        self.processor = processor
+        self.options = options
+        self.backoff_strategy = backoff_strategy
+        self.clock = clock
+        self.scheduler = scheduler
+        self.slots = slots
+        self.handoff = handoff
+        self.stop = stop
+        self.abandoned = abandoned
+        self.queue_name = keys.queue_name
+        #: Jobs this worker finished (completed or failed for good), for logs and tests.
+        self.processed = 0
+        self._processed_lock = threading.Lock()
+
+    def loop(self) -> None:
+        try:
+            while True:
+                item = self.handoff.get()
+                if item is None:
+                    return
+                fetched, token = item
+                current: Fetched | None = fetched
+                while current is not None and current.job_id is not None:
+                    if self.abandoned.is_set():
+                        break
+                    job_id = current.job_id
+                    try:
+                        current = self.process(current, token)
+                    except Exception:  # a bug of ours must not kill the thread: the lock
+                        # expires and the stalled check hands the job to someone else
+                        log.exception("worker %s: job %s could not be finished", self.queue_name, job_id)
+                        current = None
+                self.slots.release()
+        finally:
+            self.transitions.release_thread_connection()
+
+    def process(self, fetched: Fetched, token: str) -> Fetched | None:
+        """Run one attempt and record its outcome; return the next job if fetch-next took one."""
+        assert fetched.job_id is not None
+        attempt = Attempt(fetched.job_id, token, fetched.hash)
+        self.locks.track(attempt.job_id, token)
+        try:
+            if attempt.scheduler_id:
+                self._produce_next_iteration(attempt)
+            job = attempt.job(self.client, self.keys, self.clock)
+            try:
+                if attempt.deferred_failure:
+                    raise UnrecoverableError(attempt.deferred_failure)
+                value = encode_json_like_js(self.processor(job))
+            except WaitingChildrenError:
+                return None  # the job moved to waiting-children and runs again after them
+            except Exception as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
+                error: BaseException = exc
+                return self._finish(attempt, lambda fetch: self._fail(attempt, job, error, fetch))
+            return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch))
+        finally:
+            self.locks.untrack(attempt.job_id)
+
+    def _finish(self, attempt: Attempt, move: Callable[[bool], Fetched | None]) -> Fetched | None:
+        """Run the final move, retrying through connection losses; a refused move (lock lost,
+        no longer active) is logged: another worker owns the job now."""
+        backoff: Backoff | None = None  # built on the first error only: the hot path stays lean
+        while not self.abandoned.is_set():
+            try:
+                return move(not self.stop.is_set())
+            except CONNECTION_ERRORS as exc:
+                backoff = backoff or Backoff(base=0.1, cap=10.0)
+                delay = backoff.next_delay()
+                log.warning("worker %s: Redis failed while finishing job %s (%s); retrying in %.2f s",
+                            self.queue_name, attempt.job_id, exc, delay)
+                self.stop.wait(delay)
+                if self.stop.is_set():
+                    time.sleep(backoff.next_delay())
+            except (EchoMQError, redis.ResponseError) as exc:
+                # Refused (lock lost, no longer active) or a server error: the job is either
+                # another worker's now or stays active until the stalled check returns it.
+                log.warning("worker %s: could not finish job %s: %s", self.queue_name, attempt.job_id, exc)
+                return None
+        return None
+
+    def _count_finished(self) -> None:
+        with self._processed_lock:
+            self.processed += 1
+
+    def _complete(self, attempt: Attempt, value: str, fetch_next: bool) -> Fetched | None:
+        fetched = self.transitions.move_to_finished(
+            attempt.job_id, attempt.token, self.clock(), completed=True, value=value,
+            keep=attempt.opts.get("removeOnComplete", self.options.remove_on_complete),
+            attempts=attempt.attempts, fetch_next=fetch_next,
+        )
+        self._count_finished()
+        return fetched
+
+    def _fail(self, attempt: Attempt, job: Any, exc: BaseException, fetch_next: bool) -> Fetched | None:
+        reason = str(exc) or type(exc).__name__
+        traces = stacktrace_with(job_hash.stacktrace(attempt.fields), exc, attempt.opts.get("stackTraceLimit"))
+        fields = ["failedReason", reason, "stacktrace", encode_json_like_js(traces)]
+        delay = retry_delay(job, attempt.attempts, attempt.attempts_made, attempt.opts.get("backoff"), exc,
+                            self.backoff_strategy)
+        if delay is not None and delay > 0:
+            return self.transitions.move_to_delayed(attempt.job_id, attempt.token, self.clock(), delay,
+                                                    fields=fields, fetch_next=fetch_next)
+        if delay == 0:
+            self.transitions.retry(attempt.job_id, attempt.token, self.clock(),
+                                   lifo=bool(attempt.opts.get("lifo")), fields=fields)
+            return None
+        fetched = self.transitions.move_to_finished(
+            attempt.job_id, attempt.token, self.clock(), completed=False, value=reason,
+            keep=attempt.opts.get("removeOnFail", self.options.remove_on_fail), attempts=attempt.attempts,
+            fetch_next=fetch_next, fields=fields,
+        )
+        self._count_finished()
+        return fetched
+
+    def _produce_next_iteration(self, attempt: Attempt) -> None:
+        """A scheduler's iteration produces the next one as it becomes active, before the
+        processor runs. Failures are logged; the job itself still runs (docs/worker.md)."""
+        scheduler_id = attempt.scheduler_id
+        assert scheduler_id is not None
+        try:
+            if len(scheduler_id.split(":")) >= 5 and not self.client.hexists(self.keys.scheduler(scheduler_id), "ic"):
+                return  # a legacy repeatable key, not a job scheduler
+            self.scheduler.produce_next(attempt.job_id)
+        except Exception:
+            log.exception("worker %s: failed to add the next iteration of scheduler %s after job %s",
+                          self.queue_name, scheduler_id, attempt.job_id)

@@ -1,0 +1,94 @@
+"""After a failed attempt: retry or not, after how long, and the stack traces to store
+(docs/protocol.md §3.4).
+
+A job retries while ``atm + 1 < attempts`` and the error is not an ``UnrecoverableError``.
+Its ``opts.backoff`` (normal form ``{"type", "delay", "jitter"}``, see
+``protocol.options.backoff_as_dict``) sets the wait: ``fixed`` waits ``delay``; ``exponential``
+waits ``round(2**(n-1) * delay)`` where n is the 1-based attempt that just failed; a jitter j in
+(0, 1] draws the delay uniformly from ``[d*(1-j), d)``. Any other type needs the worker's
+custom strategy, which may return -1 for "do not retry".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import traceback
+from typing import Any
+
+from ..errors import InvalidInputError, UnrecoverableError
+from ..protocol.options import backoff_as_dict
+from ..types import BackoffStrategy
+
+log = logging.getLogger(__name__)
+
+NO_RETRY = -1
+
+
+def _js_round(value: float) -> int:
+    # Math.round: halves go up (Python's round() goes to even).
+    return math.floor(value + 0.5)
+
+
+def _with_jitter(delay: float, jitter: float, rng: random.Random) -> int:
+    if jitter > 0:
+        return math.floor(rng.random() * delay * jitter + delay * (1 - jitter))
+    return int(delay)
+
+
+def compute_delay(
+    backoff: Any,
+    attempts_made: int,
+    *,
+    error: BaseException | None = None,
+    job: Any = None,
+    strategy: BackoffStrategy | None = None,
+    rng: random.Random | None = None,
+) -> int:
+    """Milliseconds to wait before the next attempt; 0 retries at once, -1 means no retry.
+
+    ``attempts_made`` is the 1-based number of the attempt that just failed (the hash's
+    ``atm`` + 1), which is what the exponential formula counts.
+    """
+    opts = backoff_as_dict(backoff)
+    if opts is None:
+        return 0
+    kind = str(opts.get("type", "fixed"))
+    rng = rng or random._inst  # type: ignore[attr-defined]
+    delay = float(opts.get("delay") or 0)
+    jitter = float(opts.get("jitter") or 0)
+    if kind == "fixed":
+        return _with_jitter(delay, jitter, rng)
+    if kind == "exponential":
+        return _with_jitter(_js_round(2 ** (attempts_made - 1) * delay), jitter, rng)
+    if strategy is not None:
+        return int(strategy(attempts_made, kind, error if error is not None else Exception(), job))
+    raise InvalidInputError(
+        f"backoff type {kind!r} is neither 'fixed' nor 'exponential' and the worker has no "
+        "backoff_strategy for it"
+    )
+
+
+def retry_delay(job: Any, attempts: int, attempts_made: int, backoff: Any, exc: BaseException,
+                strategy: BackoffStrategy | None = None) -> int | None:
+    """The wait in ms before the next attempt of ``job`` (0: at once), or None when it fails
+    for good: no attempts left, an UnrecoverableError, a strategy that said -1, a bad backoff."""
+    if attempts_made + 1 >= attempts or isinstance(exc, UnrecoverableError):
+        return None
+    try:
+        delay = compute_delay(backoff, attempts_made + 1, error=exc, job=job, strategy=strategy)
+    except InvalidInputError as bad:
+        log.error("job %s: %s; failing it", getattr(job, "id", "?"), bad)
+        return None
+    return None if delay == NO_RETRY else max(0, delay)
+
+
+def stacktrace_with(traces: list[str], exc: BaseException, limit: Any) -> list[str]:
+    """The stored traces plus this failure's, trimmed to ``opts.stackTraceLimit`` (0: none kept)."""
+    traces = [*traces, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))]
+    if limit == 0:
+        return []
+    if isinstance(limit, int) and limit > 0:
+        traces = traces[-limit:]
+    return traces

@@ -1,0 +1,175 @@
+"""The worker side of the job lifecycle: one method per transition script, nothing else.
+
+Every call is one round trip. The scripts take flat ARGV (no msgpack: fakeredis has none), in
+the order documented in each script's header; their KEYS are bound from the header once per
+Worker. Results are decoded here so the Worker and the maintenance loop deal in Python values:
+a ``Fetched`` after moveToActive or a fetch-next, lists of ids after the lock and stalled
+scripts, exceptions for negative codes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from ..errors import raise_for_code
+from ..protocol.codec import decode_hash, encode_json, int_or_none, text
+from ..protocol.keys import QueueKeys
+from ..protocol.options import keep_args
+from ..transport.calls import PinnedConnection, run_script
+from ..transport.scripts import BoundKeys, script
+from .options import WorkerOptions
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What moveToActive (or a fetch-next) handed over.
+
+    ``job_id`` is None when no job was taken; then ``rate_limit_ms`` says how long the
+    limiter holds jobs back and ``next_due_ms`` when the earliest delayed job is due (0: none).
+    """
+
+    job_id: str | None
+    hash: dict[str, str] = field(default_factory=dict)
+    rate_limit_ms: int = 0
+    next_due_ms: int = 0
+
+
+NOTHING = Fetched(None)
+
+
+def _flat_hash(raw: Any) -> dict[str, str]:
+    # The hot path: HGETALL inside a script always comes back as a flat list.
+    if isinstance(raw, list):
+        values = [text(v) for v in raw]
+        return dict(zip(values[::2], values[1::2]))
+    return decode_hash(raw)
+
+
+def parse_fetched(result: Any) -> Fetched:
+    if not isinstance(result, (list, tuple)) or len(result) < 4:
+        return NOTHING
+    raw, job_id, rate_limit, next_due = result[0], result[1], result[2], result[3]
+    if isinstance(raw, (list, tuple, dict)):
+        return Fetched(text(job_id), _flat_hash(raw))
+    return Fetched(None, {}, int(rate_limit or 0), int_or_none(text(next_due or 0)) or 0)
+
+
+def _fields_arg(fields: Sequence[str]) -> str:
+    """The ``[field, value ...]`` the script HSETs first, as it takes them ("" for none)."""
+    return encode_json(list(fields), ascii_only=True) if fields else ""
+
+
+class Transitions:
+    """Runs the worker's transition scripts for one queue on one client.
+
+    Thread-safe: the hot-path scripts go over a connection pinned per thread
+    (``transport.calls.PinnedConnection``), the rest through the client's pool; the scripts
+    carry all state.
+    """
+
+    def __init__(self, client: redis.Redis, keys: QueueKeys, options: WorkerOptions) -> None:
+        self.client = client
+        self.keys = keys
+        self.options = options
+        self._fetch_args = options.fetch_args()
+        self._local = threading.local()
+        # Key lists bound once: the hot path only fills in the job's own keys.
+        self._active = script("moveToActive").bind(keys)
+        self._finished: dict[str, BoundKeys] = {
+            target: script("moveToFinished").bind(keys, finished=target) for target in ("completed", "failed")
+        }
+        self._delayed = script("moveToDelayed").bind(keys)
+        self._retry = script("retryJob").bind(keys)
+        self._extend = script("extendLocks").bind(keys)
+        self._stalled = script("moveStalledJobsToWait").bind(keys)
+
+    def _run(self, bound: BoundKeys, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        pinned = getattr(self._local, "pinned", None)
+        if pinned is None:
+            pinned = self._local.pinned = PinnedConnection(self.client)
+        return pinned(bound.script, keys, args)
+
+    def release_thread_connection(self) -> None:
+        """Give this thread's pinned connection back to the pool (at the thread's end)."""
+        pinned = getattr(self._local, "pinned", None)
+        if pinned is not None:
+            pinned.release()
+            self._local.pinned = None
+
+    # -- taking jobs ------------------------------------------------------------------------
+    def move_to_active(self, token: str, now_ms: int) -> Fetched:
+        args = [self.keys.job_prefix, now_ms, token, *self._fetch_args]
+        return parse_fetched(self._run(self._active, self._active.keys, args))
+
+    # -- finishing an attempt ---------------------------------------------------------------
+    def move_to_finished(
+        self,
+        job_id: str,
+        token: str,
+        now_ms: int,
+        *,
+        completed: bool,
+        value: str,
+        keep: Any,
+        attempts: int,
+        fetch_next: bool,
+        fields: Sequence[str] = (),
+    ) -> Fetched | None:
+        """Complete (value = return value JSON) or finally fail (value = failed reason).
+        Returns the next job's Fetched when fetch_next took one (or learnt the next due time)."""
+        target = "completed" if completed else "failed"
+        count, age, limit = keep_args(keep)
+        args = [
+            job_id, now_ms, "returnvalue" if completed else "failedReason", value, target,
+            "1" if fetch_next else "0", self.keys.job_prefix, token, count, age, limit, str(int(attempts)),
+            _fields_arg(fields), *self._fetch_args,
+        ]
+        bound = self._finished[target]
+        result = self._run(bound, bound.for_job(job_id), args)
+        if isinstance(result, int):
+            if result < 0:
+                raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
+            return None
+        return parse_fetched(result)
+
+    def move_to_delayed(
+        self, job_id: str, token: str, now_ms: int, delay_ms: int, *, fields: Sequence[str] = (),
+        fetch_next: bool = False,
+    ) -> Fetched | None:
+        args = [self.keys.job_prefix, now_ms, job_id, token, int(delay_ms), "0", _fields_arg(fields),
+                "1" if fetch_next else "0", *self._fetch_args]
+        result = self._run(self._delayed, self._delayed.for_job(job_id), args)
+        if isinstance(result, int):
+            if result < 0:
+                raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
+            return None
+        return parse_fetched(result)
+
+    def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
+              fields: Sequence[str] = ()) -> None:
+        result = self._run(self._retry, self._retry.for_job(job_id),
+                           [self.keys.job_prefix, now_ms, "RPUSH" if lifo else "LPUSH", job_id, token,
+                            _fields_arg(fields)])
+        if isinstance(result, int) and result < 0:
+            raise_for_code(result, "retry job", job_id=job_id, state="active")
+
+    # -- maintenance ------------------------------------------------------------------------
+    def extend_locks(self, tokens: Mapping[str, str]) -> list[str]:
+        """Renew every lock in ``{job_id: token}``; return the ids whose lock is lost."""
+        if not tokens:
+            return []
+        args: list[Any] = [self.keys.job_prefix, self.options.lock_duration]
+        for job_id, token in tokens.items():
+            args += [job_id, token]
+        failed = run_script(self.client, self._extend.script, self._extend.keys, args)
+        return [text(x) for x in failed or []]
+
+    def move_stalled_to_wait(self, max_stalled_count: int, interval_ms: int, now_ms: int) -> list[str]:
+        moved = run_script(self.client, self._stalled.script, self._stalled.keys,
+                           [max_stalled_count, self.keys.job_prefix, now_ms, interval_ms])
+        return [text(x) for x in moved or []]
