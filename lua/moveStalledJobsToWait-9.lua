@@ -2,9 +2,9 @@
   moveStalledJobsToWait: the stalled check, at most once per stalled interval per queue (the
   "stalled-check" key is the mutex). Every id that was active at the previous check, is still
   active and whose lock is gone has stalled: stc + 1, back to wait at the consuming end (RPUSH)
-  with "waiting" prev=active then "stalled" (D.6). A job stalled more than max stalled count
+  with "waiting" prev=active then "stalled" (docs/protocol.md §3.5). A job stalled more than max stalled count
   times gets "defa" (the next worker to take it fails it) unless it belongs to a live job
-  scheduler, whose iterations are always requeued (protocol 2.8). Then the current active
+  scheduler, whose iterations are always requeued (docs/protocol.md §4.4). Then the current active
   list seeds the stalled set for the next check.
 
   Input:

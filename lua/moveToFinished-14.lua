@@ -2,7 +2,7 @@
   moveToFinished: an active job completed, or failed for good; optionally fetch the next job.
 
   The lock must be ours (released here, the id leaves "stalled"). Flow bookkeeping runs before
-  the job's own event (D.2). atm + 1. Kept jobs go to completed/failed (score finishedOn) with
+  the job's own event (docs/protocol.md §3.6). atm + 1. Kept jobs go to completed/failed (score finishedOn) with
   returnvalue or failedReason and finishedOn (defa is cleared on failure); keep count 0
   deletes the job instead. Then auto-removal by age/count (no events).
 
@@ -40,7 +40,7 @@
     returnvalue, prev=active) or "failed" (jobId, failedReason, prev=active);
     "retries-exhausted" (jobId, attemptsMade) when failed and atm >= attempts; then from
     fetch next "waiting" prev=delayed / "active"; "drained" when nothing was fetched and wait,
-    active and prioritized are empty and no delayed job exists (D.1).
+    active and prioritized are empty and no delayed job exists (docs/protocol.md §3.4).
 ]]
 -- @include "trimEvents"
 -- @include "releaseActiveJob"

@@ -1,5 +1,5 @@
 --[[
-  The `every` arithmetic of a job scheduler (protocol-bullmq5.md 2.5). Returns the millis of
+  The `every` arithmetic of a job scheduler (docs/protocol.md §4.2). Returns the millis of
   the next slot and the schedule's phase (the offset within the period), both as integers.
     prevMillis nil (a fresh schedule): startDate when given (but never before now); else,
       with a phase > 0, the first slot of that phase after now; else now itself.

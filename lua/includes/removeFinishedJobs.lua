@@ -1,7 +1,7 @@
 --[[
   Auto-removal after a job finished (removeOnComplete / removeOnFail as {count, age, limit}):
   delete jobs older than maxAge seconds (at most maxLimit per call), then keep only the newest
-  maxCount. No "removed" events (protocol 6.2).
+  maxCount. No "removed" events (docs/protocol.md §3.4).
 ]]
 -- @include "toIntString"
 -- @include "removeJobKeys"

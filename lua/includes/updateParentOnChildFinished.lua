@@ -1,6 +1,6 @@
 --[[
-  Flow bookkeeping when a child finishes for good (protocol 1.2 dependencies/processed/failed/
-  unsuccessful; D.2: this runs before the child's own "completed" is written).
+  Flow bookkeeping when a child finishes for good (docs/protocol.md §1.3 dependencies/processed/failed/
+  unsuccessful; §3.6: this runs before the child's own "completed" is written).
   completed: the child leaves the parent's dependencies, its return value goes to
     <parent>:processed, and the parent moves to wait when no dependency is left.
   failed: by the child's parent options: fpof fails the parent (defa) and releases it at once;

@@ -42,7 +42,7 @@ def seed(client: redis.Redis, name: str, n: int) -> None:
     try:
         from echomq.queue.queue import Queue
     except ImportError:  # before the Queue landed: the same placement through the shared includes
-        from tests.worker_support import seed_job
+        from support.workers import seed_job
 
         for i in range(n):
             seed_job(client, name, "noop", {"i": i})

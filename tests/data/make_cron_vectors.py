@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Build the cron test vectors: a broad corpus of cases, answered by BullMQ 6.7 itself.
 
-    # once: a writable copy of the oracle (the shared one is read-only)
-    mkdir -p /tmp/cron-oracle && cp ../shared/tools/cron-oracle/{oracle.js,package*.json} /tmp/cron-oracle
-    (cd /tmp/cron-oracle && npm ci --ignore-scripts)
-    .venv/bin/python tests/data/make_cron_vectors.py --oracle /tmp/cron-oracle      # writes the vectors
-    .venv/bin/python tests/data/make_cron_vectors.py --compare                       # agreement table
-    .venv/bin/python tests/data/make_cron_vectors.py --oracle /tmp/cron-oracle --probe 30000 --seed 1
+BullMQ answers through ``tests/data/bullmq_next_runs.js``, which calls BullMQ's own
+``defaultRepeatStrategy`` (the call its job schedulers make) with the process zone pinned to
+UTC. It loads the BullMQ 6.7.0 pinned by the interop rig in ``tests/interop/package.json``.
+From the repository root (Node >= 18 on the PATH):
+
+    (cd tests/interop && npm ci --ignore-scripts --no-audit --no-fund)   # once, if node_modules is missing
+    .venv/bin/python tests/data/make_cron_vectors.py --make                 # rewrites cron_vectors.jsonl
+    .venv/bin/python tests/data/make_cron_vectors.py --compare              # agreement table
+    .venv/bin/python tests/data/make_cron_vectors.py --probe 30000 --seed 1 # live DST cases, not stored
 
 The corpus is deterministic (fixed seed). Each line of ``cron_vectors.jsonl`` is one case:
 ``cat`` (category), ``pattern``, ``tz``, ``ref`` (epoch ms), optional ``startDate``/``endDate``,
@@ -30,6 +33,7 @@ from zoneinfo import ZoneInfo
 
 HERE = Path(__file__).resolve().parent
 VECTORS = HERE / "cron_vectors.jsonl"
+ORACLE = ("node", str(HERE / "bullmq_next_runs.js"))  # BullMQ 6.7.0 from tests/interop/node_modules
 UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
 
 HOUR_ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Australia/Sydney")
@@ -286,11 +290,10 @@ def build_cases(seed: int = 20240331) -> list[dict[str, Any]]:
     return cases
 
 
-def run_oracle(oracle_dir: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_oracle(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = ("pattern", "tz", "ref", "startDate", "endDate", "every")
     lines = "".join(json.dumps({k: c[k] for k in keys if k in c}) + "\n" for c in cases)
-    out = subprocess.run(["node", str(oracle_dir / "oracle.js")], input=lines, capture_output=True,
-                         text=True, check=True, cwd=oracle_dir).stdout.splitlines()
+    out = subprocess.run(ORACLE, input=lines, capture_output=True, text=True, check=True).stdout.splitlines()
     if len(out) != len(cases):
         raise SystemExit(f"oracle answered {len(out)} of {len(cases)} cases")
     return [json.loads(line) for line in out]
@@ -312,14 +315,13 @@ def exact_cases(rng: random.Random, answered: list[dict[str, Any]]) -> list[dict
     return out
 
 
-def make(oracle_dir: Path) -> None:
-    info = subprocess.run(["node", str(oracle_dir / "oracle.js"), "--info"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+def make() -> None:
+    info = subprocess.run([*ORACLE, "--info"], capture_output=True, text=True, check=True).stdout.strip()
     cases = build_cases()
-    for case, answer in zip(cases, run_oracle(oracle_dir, cases)):
+    for case, answer in zip(cases, run_oracle(cases)):
         case.update(next=answer["next"], error=answer["error"])
     extra = exact_cases(random.Random(7), cases)
-    for case, answer in zip(extra, run_oracle(oracle_dir, extra)):
+    for case, answer in zip(extra, run_oracle(extra)):
         case.update(next=answer["next"], error=answer["error"])
     cases += extra
     with VECTORS.open("w") as handle:
@@ -488,7 +490,7 @@ PROBE_ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Australia/
                "America/Mexico_City", "Asia/Jerusalem", "Europe/Chisinau", "Antarctica/Troll")
 
 
-def probe(oracle_dir: Path, count: int, seed: int) -> None:
+def probe(count: int, seed: int) -> None:
     """Random DST cases in many zones (2000-2030), asked live, not stored: report disagreements."""
     rng = random.Random(seed)
     pool = [(zone, t) for zone in PROBE_ZONES for t in transitions(zone, 2000, 2030)]
@@ -502,7 +504,7 @@ def probe(oracle_dir: Path, count: int, seed: int) -> None:
         ref = t + rng.choice([rng.randint(-4 * 3600_000, 4 * 3600_000), rng.randint(-40 * 86400_000, 40 * 86400_000),
                               rng.randint(-3, 3) * 3600_000 + rng.choice([-1000, -999, -1, 0, 1, 500])])
         cases.append({"cat": "probe", "pattern": " ".join(fields), "tz": zone, "ref": ref})
-    for case, answer in zip(cases, run_oracle(oracle_dir, cases)):
+    for case, answer in zip(cases, run_oracle(cases)):
         case.update(next=answer["next"], error=answer["error"])
     differ: Counter[str] = Counter()
     for case in cases:
@@ -516,24 +518,22 @@ def probe(oracle_dir: Path, count: int, seed: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--oracle", type=Path, help="a directory holding oracle.js with node_modules installed")
+    parser.add_argument("--make", action="store_true", help="ask BullMQ and rewrite cron_vectors.jsonl")
     parser.add_argument("--compare", action="store_true", help="score the candidate libraries on the vectors")
-    parser.add_argument("--probe", type=int, metavar="N", help="with --oracle: N random live DST cases, not stored")
+    parser.add_argument("--probe", type=int, metavar="N", help="N random live DST cases asked of BullMQ, not stored")
     parser.add_argument("--seed", type=int, default=1, help="seed for --probe")
     args = parser.parse_args()
     if args.probe:
-        if not args.oracle:
-            parser.error("--probe needs --oracle")
         sys.path.insert(0, str(HERE.parent.parent))
-        probe(args.oracle.resolve(), args.probe, args.seed)
+        probe(args.probe, args.seed)
         return 0
-    if args.oracle:
-        make(args.oracle.resolve())
+    if args.make:
+        make()
     if args.compare:
         sys.path.insert(0, str(HERE.parent.parent))
         compare()
         divergences()
-    if not (args.oracle or args.compare):
+    if not (args.make or args.compare):
         parser.print_help()
         return 2
     return 0

@@ -21,7 +21,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
-from tests.worker_support import Running, events, wait_until
+from support.workers import Running, events, wait_until
 
 
 def js_queue(queue_name: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import redis
 
 from echomq import Queue, Worker
-from tests.queue_support import read_events
-from tests.worker_support import Running, wait_until
+from support.queues import read_events
+from support.workers import Running, wait_until
 
 
 def test_added_jobs_run_with_retries_priorities_and_progress(connection: redis.Redis, queue_name: str) -> None:

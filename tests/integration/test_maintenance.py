@@ -1,4 +1,4 @@
-"""Lock renewal and the stalled check, stepped with a fixed clock (style anchor 8).
+"""Lock renewal and the stalled check, stepped with a fixed clock.
 
 Real time only matters for key TTLs, so the tests delete a lock (as if it had expired) or the
 ``stalled-check`` mutex (as if the interval had passed) instead of sleeping.
@@ -12,7 +12,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.worker.maintenance import LockRegistry, Maintenance
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Transitions
-from tests.worker_support import events, seed_job
+from support.workers import events, seed_job
 
 T0 = 1_800_000_000_000
 
@@ -48,7 +48,7 @@ def test_an_expired_lock_sends_the_job_back_to_wait(connection: redis.Redis, que
     assert connection.llen(k.active) == 0
     assert _s(connection.hget(k.job(job_id), "stc")) == "1"
     tail = [(e["event"], e.get("prev")) for e in events(connection, queue_name)][-2:]
-    assert tail == [("waiting", "active"), ("stalled", None)]  # D.6 order
+    assert tail == [("waiting", "active"), ("stalled", None)]  # the order of docs/protocol.md §3.5
 
 
 def test_a_held_lock_is_not_stalled(connection: redis.Redis, queue_name: str) -> None:

@@ -15,7 +15,7 @@ import redis
 from echomq.errors import InvalidInputError, UnrecoverableError
 from echomq.protocol.keys import QueueKeys
 from echomq.worker.worker import Worker
-from tests.worker_support import Running, events, seed_job, wait_until
+from support.workers import Running, events, seed_job, wait_until
 
 
 def _s(v: Any) -> str | None:
@@ -302,7 +302,7 @@ def test_no_drained_while_a_delayed_job_waits(connection: redis.Redis, queue_nam
     with Running(Worker(connection, queue_name, done.append)):
         assert wait_until(lambda: len(done) == 1)
         time.sleep(0.1)
-    assert "drained" not in [e["event"] for e in events(connection, queue_name)]  # D.1
+    assert "drained" not in [e["event"] for e in events(connection, queue_name)]  # docs/protocol.md §3.4
 
 
 def test_a_non_json_return_value_fails_the_job(connection: redis.Redis, queue_name: str) -> None:
@@ -414,7 +414,7 @@ def test_a_processor_can_wait_for_the_children_it_adds(connection: redis.Redis, 
     assert json.loads(_h(connection, queue_name, parent_id)["returnvalue"]) == [10, 20]
     seq = [(e["event"], e.get("prev")) for e in events(connection, queue_name) if e.get("jobId") == parent_id]
     assert ("waiting-children", "active") in seq and ("waiting", "waiting-children") in seq
-    # D.2: the parent's release is written before the last child's own "completed"
+    # docs/protocol.md §3.6: the parent's release is written before the last child's own "completed"
     stream = events(connection, queue_name)
     release = next(i for i, e in enumerate(stream) if e.get("prev") == "waiting-children")
     last_child_done = max(i for i, e in enumerate(stream) if e["event"] == "completed" and e["jobId"] != parent_id)

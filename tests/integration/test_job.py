@@ -10,7 +10,7 @@ import redis
 from echomq import Job, Queue
 from echomq.errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from echomq.protocol.keys import QueueKeys
-from tests.queue_support import raw_events, read_events
+from support.queues import raw_events, read_events
 
 
 def test_from_hash_reads_every_field_bullmq_writes(connection: redis.Redis, queue_name: str) -> None:

@@ -22,7 +22,7 @@ from echomq.events.queue_events import QueueEvents
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Transitions
 from echomq.worker.worker import Worker
-from tests.worker_support import Running, wait_until
+from support.workers import Running, wait_until
 
 
 def test_queue_events_sees_every_event_type(connection: redis.Redis, queue_name: str) -> None:

@@ -17,7 +17,7 @@ from echomq.cli import demo, events
 from echomq.protocol.events import EventType, GapNotice
 from echomq.protocol.keys import QueueKeys
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -8,7 +8,7 @@ import redis
 from echomq import Queue
 from echomq.errors import InvalidInputError, InvalidStateError
 from echomq.protocol.keys import QueueKeys
-from tests.queue_support import queue_keys, raw_events, read_events
+from support.queues import queue_keys, raw_events, read_events
 
 
 def _finish(connection: redis.Redis, k: QueueKeys, job_id: str, state: str, finished_on: int) -> None:

@@ -1,7 +1,7 @@
 """JobScheduler with `every`: storage, upsert semantics, the worker-side step, removal, reads.
 
 Each test runs on real Redis and on fakeredis (the ``connection`` fixture). What is asserted is
-what BullMQ 6.7 writes for the same call (protocol-v6-differences.md §C), checked field by field.
+what BullMQ 6.7 writes for the same call (docs/protocol.md §4), checked field by field.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import redis
 from echomq import Queue
 from echomq.errors import InvalidInputError, InvalidJobOptionsError
 from echomq.protocol.keys import QueueKeys
-from tests.queue_support import queue_keys, raw_events, read_events
+from support.queues import queue_keys, raw_events, read_events
 
 
 def test_plain_add_goes_to_wait_with_the_protocol_hash(connection: redis.Redis, queue_name: str) -> None:

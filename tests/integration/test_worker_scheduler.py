@@ -1,4 +1,4 @@
-"""A job scheduler driven by EchoMQ workers alone (protocol 2.4: the worker produces the next
+"""A job scheduler driven by EchoMQ workers alone (docs/protocol.md §4.4: the worker produces the next
 iteration as the current one becomes active).
 
 The issue asks for ``every: 1000`` firing once a second for a minute; to keep the suite fast
@@ -18,7 +18,7 @@ import redis
 from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
-from tests.worker_support import Running, events
+from support.workers import Running, events
 
 EVERY = 200
 WINDOW_S = 3.0
@@ -56,7 +56,7 @@ def test_every_scheduler_fires_once_per_slot_without_gaps(connection: redis.Redi
 
 def test_a_stalled_iteration_is_requeued_and_still_runs_once(connection: redis.Redis, queue_name: str) -> None:
     """max_stalled_count 0 would fail any other job on its first stall; an iteration of a live
-    scheduler is always requeued (protocol 2.8), and producing the next one stays single."""
+    scheduler is always requeued (docs/protocol.md §4.4), and producing the next one stays single."""
     k = QueueKeys(queue_name)
     JobScheduler(connection, queue_name).upsert("slow", {"every": 60_000}, "slow")
     # a fresh every-scheduler's first run is now: the iteration waits in wait

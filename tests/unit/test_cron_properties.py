@@ -25,7 +25,7 @@ from echomq.schedule.cron.evaluate import compile_schedule
 from echomq.schedule.cron.parse import CronFields, parse_pattern
 
 UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
-VECTORS = Path(__file__).parent / "data" / "cron_vectors.jsonl"
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "cron_vectors.jsonl"
 WINDOW = 26 * 3600  # seconds scanned by the model
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from test_events import WIRE_TABLE
+from support.wire import WIRE_TABLE
 
 from echomq import EventType, GapNotice, Handler, QueueEvents
 from echomq.errors import ForkedProcessError, InvalidInputError, InvalidQueueNameError

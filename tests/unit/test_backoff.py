@@ -1,4 +1,4 @@
-"""Retry delays as BullMQ computes them (protocol §3, backoffs)."""
+"""Retry delays as BullMQ computes them (docs/protocol.md §3.4)."""
 
 from __future__ import annotations
 

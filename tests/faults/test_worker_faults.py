@@ -19,11 +19,11 @@ import redis
 from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue
 from echomq.worker.worker import Worker
-from tests.worker_support import Running, events, wait_until
+from support.workers import Running, events, wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = textwrap.dedent(
     """

@@ -1,0 +1,2 @@
+"""Helpers the tests share: seeding jobs without a Queue (``workers``), reading a queue's events
+and keys back (``queues``)."""
