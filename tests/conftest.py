@@ -4,6 +4,10 @@ Real Redis is found, in order, at ``REDIS_URL``, at 127.0.0.1:6379, or started h
 throwaway ``redis-server`` on a free port (stopped at the end of the session). Under
 ``CI=true`` a missing real Redis fails the run instead of skipping.
 
+``connection`` is a client on each backend (fakeredis in-process); ``server_url`` a URL of
+each (fakeredis served over TCP), for what only takes a URL: the CLI, components that own the
+client they build. ``redis_server_factory`` starts private servers a test may kill.
+
 Tests isolate themselves with a unique queue name and delete that queue's keys afterwards;
 nothing here ever flushes a database.
 """
@@ -15,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -140,6 +145,34 @@ def redis_server_factory() -> Iterator[callable]:  # type: ignore[valid-type]
         tmp.cleanup()
 
 
+@pytest.fixture(scope="session")
+def fake_redis_url() -> Iterator[str]:
+    """A fakeredis server on a TCP port of its own, for the whole session."""
+    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis")
+    thread = threading.Thread(target=server.serve_forever, name="fakeredis-tcp", daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    try:
+        yield f"redis://{host}:{port}/0"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(params=["real", "fake"])
+def server_url(request: pytest.FixtureRequest) -> str:
+    """A URL of a real Redis, then of fakeredis served over TCP."""
+    return str(request.getfixturevalue("redis_url" if request.param == "real" else "fake_redis_url"))
+
+
+@pytest.fixture
+def url_connection(server_url: str) -> Iterator[redis.Redis]:
+    """A client on ``server_url`` (the test's own view of that server)."""
+    client = redis.Redis.from_url(server_url)
+    yield client
+    client.close()
+
+
 def _delete_queue_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
     pattern = f"{prefix}:\\{{{queue_name}\\}}:*"
     batch = list(client.scan_iter(match=pattern, count=1000))
@@ -178,7 +211,7 @@ def queue_name(request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
     name = name.replace(":", "-").replace("{", "").replace("}", "")
     yield name
-    for fixture in ("connection", "real_connection"):
+    for fixture in ("connection", "real_connection", "url_connection"):
         if fixture in request.fixturenames:
             client = request.getfixturevalue(fixture)
             try:

@@ -38,12 +38,12 @@ def test_format_event_lines() -> None:
     assert "gap" in gap and "1-0" in gap and "9-0" in gap and "12" in gap
 
 
-def test_events_tail_prints_a_replay_and_exits_at_the_limit(real_connection: redis.Redis, redis_url: str,
+def test_events_tail_prints_a_replay_and_exits_at_the_limit(url_connection: redis.Redis, server_url: str,
                                                             queue_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     key = QueueKeys(queue_name).events
-    real_connection.xadd(key, {"event": "added", "jobId": "1", "name": "n"})
-    real_connection.xadd(key, {"event": "retries-exhausted", "jobId": "1", "attemptsMade": "2"})
-    args = parse(["events", "tail", "--queue", queue_name, "--redis", redis_url, "--from", "0", "--limit", "2"])
+    url_connection.xadd(key, {"event": "added", "jobId": "1", "name": "n"})
+    url_connection.xadd(key, {"event": "retries-exhausted", "jobId": "1", "attemptsMade": "2"})
+    args = parse(["events", "tail", "--queue", queue_name, "--redis", server_url, "--from", "0", "--limit", "2"])
     assert args.handler(args) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[1:3] for line in out] == [["added", "job=1"], ["retries_exhausted", "job=1"]]
@@ -65,10 +65,10 @@ def test_demo_on_fakeredis_tells_the_whole_story_and_closes() -> None:
     assert not client.exists("emq:{demo}:repeat")  # the scheduler was removed at the end
 
 
-def test_demo_on_a_real_server(real_connection: redis.Redis, redis_url: str, queue_name: str) -> None:
-    args = parse(["demo", "--redis", redis_url, "--queue", queue_name, "--seconds", "1.2", "--every-ms", "200"])
+def test_demo_on_a_server_given_by_url(url_connection: redis.Redis, server_url: str, queue_name: str) -> None:
+    args = parse(["demo", "--redis", server_url, "--queue", queue_name, "--seconds", "1.2", "--every-ms", "200"])
     assert args.handler(args) == 0
-    kinds = [f[b"event"] for _, f in real_connection.xrange(QueueKeys(queue_name).events)]
+    kinds = [f[b"event"] for _, f in url_connection.xrange(QueueKeys(queue_name).events)]
     assert kinds.count(b"completed") >= 4 and b"removed" in kinds
 
 

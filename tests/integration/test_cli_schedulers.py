@@ -1,4 +1,4 @@
-"""``echomq schedulers``: the table, ``--json``, errors, on the real Redis the CLI connects to."""
+"""``echomq schedulers``: the table, ``--json``, errors, on each backend the CLI connects to by URL."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_upsert_list_get_remove(capsys, real_connection, redis_url, queue_name):
-    common = ("--queue", queue_name, "--redis", redis_url)
+def test_upsert_list_get_remove(capsys, url_connection, server_url, queue_name):
+    common = ("--queue", queue_name, "--redis", server_url)
     code, out, _ = run(capsys, "schedulers", "upsert", "nightly", *common, "--pattern", "0 2 * * *",
                        "--tz", "Asia/Tokyo", "--start-date", "2030-01-01T00:00:00+00:00", "--data", '{"k": 1}')
     assert code == 0 and "scheduled repeat:nightly:" in out
@@ -39,14 +39,14 @@ def test_upsert_list_get_remove(capsys, real_connection, redis_url, queue_name):
     assert record["next_local"] == "2030-01-02T02:00:00+09:00" and record["template"] == {"data": {"k": 1}}
     code, out, _ = run(capsys, "schedulers", "remove", "nightly", *common, "--json")
     assert (code, json.loads(out)) == (0, {"removed": True})
-    assert JobScheduler(real_connection, queue_name).count() == 1
+    assert JobScheduler(url_connection, queue_name).count() == 1
     code, out, _ = run(capsys, "schedulers", "remove", "nightly", *common)
     assert code == 1
 
 
-def test_bad_input_is_an_error_message_not_a_traceback(capsys, real_connection, redis_url, queue_name):
-    code, out, err = run(capsys, "schedulers", "upsert", "x", "--queue", queue_name, "--redis", redis_url,
+def test_bad_input_is_an_error_message_not_a_traceback(capsys, url_connection, server_url, queue_name):
+    code, out, err = run(capsys, "schedulers", "upsert", "x", "--queue", queue_name, "--redis", server_url,
                          "--pattern", "61 * * * *")
     assert code == 2 and err.startswith("error: ") and out == ""
-    code, _, err = run(capsys, "schedulers", "get", "x", "--queue", queue_name, "--redis", redis_url)
+    code, _, err = run(capsys, "schedulers", "get", "x", "--queue", queue_name, "--redis", server_url)
     assert code == 1 and "no scheduler 'x'" in err

@@ -33,23 +33,18 @@ def test_an_error_reply_stays_in_its_slot(connection: redis.Redis, queue_name: s
     assert queue.add("c").id == "3"
 
 
-def test_a_flushed_script_cache_is_reloaded(redis_server_factory, queue_name: str) -> None:
-    server = redis_server_factory(persistent=False)
-    client = redis.Redis.from_url(server.url)
-    try:
-        queue = Queue(client, queue_name)
-        queue.add("first")
-        client.script_flush()
-        assert [j.id for j in queue.add_bulk([("x", 1), ("y", 2)])] == ["2", "3"]
-        client.script_flush()
-        assert queue.add("z").id == "4"
-    finally:
-        client.close()
+def test_a_flushed_script_cache_is_reloaded(connection: redis.Redis, queue_name: str) -> None:
+    queue = Queue(connection, queue_name)
+    queue.add("first")
+    connection.script_flush()
+    assert [j.id for j in queue.add_bulk([("x", 1), ("y", 2)])] == ["2", "3"]
+    connection.script_flush()
+    assert queue.add("z").id == "4"
 
 
 @pytest.mark.parametrize("decode", [False, True])
-def test_works_with_either_decode_setting(redis_url: str, queue_name: str, decode: bool) -> None:
-    client = redis.Redis.from_url(redis_url, decode_responses=decode)
+def test_works_with_either_decode_setting(server_url: str, queue_name: str, decode: bool) -> None:
+    client = redis.Redis.from_url(server_url, decode_responses=decode)
     try:
         jobs = Queue(client, queue_name).add_bulk([("x", 1), ("y", 2)])
         assert [j.id for j in jobs] == ["1", "2"]

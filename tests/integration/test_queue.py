@@ -214,18 +214,18 @@ def test_bad_job_option_error_names_field_value_and_reason(connection: redis.Red
         Queue(connection, queue_name).add("x", delay=-1)
 
 
-def test_queue_accepts_a_url_and_decoded_clients(redis_url: str, queue_name: str) -> None:
-    with Queue(redis_url, queue_name) as queue:
+def test_queue_accepts_a_url_and_decoded_clients(server_url: str, queue_name: str) -> None:
+    with Queue(server_url, queue_name) as queue:
         job = queue.add("x", {"a": 1})
         assert queue.get_job(job.id).data == {"a": 1}
-    text_client = redis.Redis.from_url(redis_url, decode_responses=True)
+    text_client = redis.Redis.from_url(server_url, decode_responses=True)
     try:
         queue = Queue(text_client, queue_name)
         assert queue.add("y").id == "2"
         assert queue.get_job("2").name == "y"
         assert queue.get_jobs("waiting")[0].id == "2"
     finally:
-        redis.Redis.from_url(redis_url).delete(*queue_keys(text_client, queue_name))
+        redis.Redis.from_url(server_url).delete(*queue_keys(text_client, queue_name))
         text_client.close()
 
 
@@ -278,3 +278,14 @@ def test_flow_whose_children_already_completed_releases_the_parent(connection: r
     events = read_events(connection, queue_name)
     assert ("duplicated", {"jobId": "child-1"}) in events
     assert events[-1] == ("waiting", {"jobId": parent.id, "prev": "waiting-children"})
+
+
+def test_the_queue_argument_is_queue_name_as_in_every_constructor(connection: redis.Redis, queue_name: str) -> None:
+    assert Queue(connection, queue_name=queue_name).name == queue_name
+    with pytest.warns(DeprecationWarning, match="queue_name"):
+        old = Queue(connection, name=queue_name)
+    assert old.queue_name == queue_name and old.add("x").id == "1"
+    with pytest.raises(InvalidInputError, match="give queue_name only"):
+        Queue(connection, queue_name, name=queue_name)
+    with pytest.raises(InvalidInputError, match="queue_name is required"):
+        Queue(connection)

@@ -157,10 +157,10 @@ def test_an_explicit_id_resumes_after_it(connection: redis.Redis, queue_name: st
 
 
 @pytest.mark.parametrize("protocol,decode", [(2, False), (2, True), (3, False), (3, True)])
-def test_any_client_protocol_and_decoding(redis_url: str, real_connection: redis.Redis, queue_name: str,
+def test_any_client_protocol_and_decoding(server_url: str, url_connection: redis.Redis, queue_name: str,
                                           protocol: int, decode: bool) -> None:
-    host = redis.Redis.from_url(redis_url, protocol=protocol, decode_responses=decode)
-    xadd(real_connection, queue_name, ["event", "progress", "jobId", "1", "data", '{"p":1}'])
+    host = redis.Redis.from_url(server_url, protocol=protocol, decode_responses=decode)
+    xadd(url_connection, queue_name, ["event", "progress", "jobId", "1", "data", '{"p":1}'])
     qe = QueueEvents(host, queue_name, last_event_id="0")
     got, _ = collect(qe)
     assert qe.run_once() == 1
@@ -293,15 +293,15 @@ def test_context_manager_starts_and_stops(connection: redis.Redis, queue_name: s
         qe.start()
 
 
-def test_long_blocks_outlive_the_clients_socket_timeout(real_connection: redis.Redis, redis_url: str,
+def test_long_blocks_outlive_the_clients_socket_timeout(url_connection: redis.Redis, server_url: str,
                                                         queue_name: str, caplog: pytest.LogCaptureFixture) -> None:
     # The host's client has a 0.5 s socket timeout; a 1.5 s BLOCK must not trip over it.
-    host = redis.Redis.from_url(redis_url, socket_timeout=0.5)
+    host = redis.Redis.from_url(server_url, socket_timeout=0.5)
     with caplog.at_level(logging.WARNING, logger="echomq.events.queue_events"), \
             QueueEvents(host, queue_name, block_ms=1500) as qe:
         got, cond = collect(qe)
         time.sleep(2.0)
-        xadd(real_connection, queue_name, ["event", "drained"])
+        xadd(url_connection, queue_name, ["event", "drained"])
         wait_for(cond, lambda: len(got) == 1)
     host.close()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -389,11 +389,11 @@ def test_use_after_fork_is_refused(connection: redis.Redis, queue_name: str) -> 
         qe.close()
 
 
-def test_no_thread_at_import_or_construction(redis_url: str) -> None:
+def test_no_thread_at_import_or_construction(server_url: str) -> None:
     code = (
         "import threading, echomq\n"
         "from echomq import QueueEvents, Handler, EventType\n"
-        f"qe = QueueEvents({redis_url!r}, 'no-thread-check')\n"
+        f"qe = QueueEvents({server_url!r}, 'no-thread-check')\n"
         "print(threading.active_count())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

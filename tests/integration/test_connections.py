@@ -1,0 +1,84 @@
+"""A component closes what it opened: after ``close()`` the server sees none of the connections
+a Worker, QueueEvents, JobScheduler or Queue made for itself, nor the client it built from a
+URL; a client the caller passed in stays open. Dedicated clients keep their own timeouts."""
+
+from __future__ import annotations
+
+import redis
+
+from echomq import JobScheduler, Queue, QueueEvents, Worker
+from echomq.transport.connection import close_client, dedicated_client
+from support.workers import wait_until
+
+
+def connected(client: redis.Redis) -> int:
+    return len(client.client_list())
+
+
+def settles_at(client: redis.Redis, count: int) -> bool:
+    """The server's disconnects are asynchronous: give them a moment."""
+    return wait_until(lambda: connected(client) <= count, timeout=5)
+
+
+def test_closed_workers_leave_no_connection_behind(connection: redis.Redis, queue_name: str) -> None:
+    connection.ping()
+    baseline = connected(connection)
+    for _ in range(10):
+        host = dedicated_client(connection, socket_timeout=5.0)  # a caller's client of its own
+        worker = Worker(host, queue_name, lambda job: None, concurrency=2, drain_delay=0.2)
+        worker.start()
+        assert wait_until(lambda: worker.running)
+        Queue(host, queue_name).add("x")
+        assert wait_until(lambda: worker.processed == 1)  # noqa: B023 - waited on in this iteration
+        worker.close(timeout=5)
+        assert not worker.running
+        assert host.ping()  # the caller's client is the caller's to close
+        close_client(host)
+    assert settles_at(connection, baseline)
+
+
+def test_a_closed_reader_leaves_no_connection_behind(connection: redis.Redis, queue_name: str) -> None:
+    connection.ping()
+    baseline = connected(connection)
+    for _ in range(5):
+        events = QueueEvents(connection, queue_name, block_ms=2000).start()
+        events.close(timeout=5)
+        assert not events.running
+    assert settles_at(connection, baseline)
+    assert connection.ping()  # the caller's client was not closed
+
+
+def test_components_built_from_a_url_close_every_connection(server_url: str, url_connection: redis.Redis,
+                                                            queue_name: str) -> None:
+    url_connection.ping()
+    baseline = connected(url_connection)
+    queue = Queue(server_url, queue_name)
+    queue.add("x")
+    schedules = JobScheduler(server_url, queue_name)
+    schedules.upsert("s", {"every": 60_000})
+    events = QueueEvents(server_url, queue_name, block_ms=2000).start()
+    worker = Worker(server_url, queue_name, lambda job: None, drain_delay=0.2).start()
+    assert wait_until(lambda: worker.processed >= 1)
+    assert connected(url_connection) > baseline
+    for component in (worker, events, schedules, queue):
+        component.close()
+    assert settles_at(url_connection, baseline)
+
+
+def test_a_dedicated_client_keeps_its_own_timeout(connection: redis.Redis) -> None:
+    connection.ping()  # redis-py records the pool's original timeouts at run time
+    blocking = dedicated_client(connection, socket_timeout=15.0)
+    try:
+        kwargs = blocking.connection_pool.connection_kwargs
+        assert kwargs["socket_timeout"] == 15.0
+        assert kwargs.get("orig_socket_timeout", 15.0) == 15.0  # not the source pool's 5 s
+        blocking.ping()
+        conn = blocking.connection_pool.get_connection()
+        try:
+            assert conn.socket_timeout == 15.0
+            assert getattr(conn, "orig_socket_timeout", 15.0) == 15.0
+        finally:
+            blocking.connection_pool.release(conn)
+    finally:
+        blocking.close()
+        blocking.connection_pool.disconnect()
