@@ -9,7 +9,7 @@ are typed ``Any`` here; the docstrings say what they really receive.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, TypedDict, Union
+from typing import Any, Literal, Protocol, TypedDict
 
 
 class Clock(Protocol):
@@ -40,7 +40,7 @@ class SupportsPut(Protocol):
 
 #: What ``QueueEvents.subscribe`` takes: ``fn(event_type, event_data)`` or an object with ``put()``.
 #: ``event_type`` is an ``EventType``, a custom event's name, or a ``GapNotice``.
-Subscriber = Union[Callable[[Any, dict[str, Any]], Any], SupportsPut]
+Subscriber = Callable[[Any, dict[str, Any]], Any] | SupportsPut
 
 
 # -- job options (Queue.add, default_job_options, scheduler templates) -------------------------
@@ -63,7 +63,7 @@ class KeepOptions(TypedDict, total=False):
 
 
 #: ``True`` removes at once, ``False`` keeps all, a number keeps that many of the newest.
-KeepRule = Union[bool, int, KeepOptions]
+KeepRule = bool | int | KeepOptions
 
 
 class DeduplicationOptions(TypedDict, total=False):
@@ -91,7 +91,7 @@ class JobOptions(TypedDict, total=False):
     priority: int
     lifo: bool
     attempts: int
-    backoff: Union[int, BackoffOptions]
+    backoff: int | BackoffOptions
     remove_on_complete: KeepRule
     remove_on_fail: KeepRule
     stack_trace_limit: int

@@ -14,6 +14,7 @@ nothing here ever flushes a database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -214,7 +215,5 @@ def queue_name(request: pytest.FixtureRequest) -> Iterator[str]:
     for fixture in ("connection", "real_connection", "url_connection"):
         if fixture in request.fixturenames:
             client = request.getfixturevalue(fixture)
-            try:
+            with contextlib.suppress(redis.RedisError):
                 _delete_queue_keys(client, "emq", name)
-            except redis.RedisError:
-                pass

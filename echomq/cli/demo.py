@@ -111,7 +111,8 @@ def main(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="run the demo (fakeredis unless REDIS_URL is set)")
-    parser.add_argument("--redis", default=os.environ.get("REDIS_URL"), help="Redis URL (default: $REDIS_URL, else fakeredis)")
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL"),
+                        help="Redis URL (default: $REDIS_URL, else fakeredis)")
     parser.add_argument("--queue", default="demo", help="queue name (default: %(default)s)")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the story runs (default: %(default)s)")
     parser.add_argument("--every-ms", type=int, default=1000, help="the scheduler's interval (default: %(default)s)")

@@ -17,7 +17,7 @@ from ..clock import system_clock
 from ..errors import InvalidScheduleError
 from ..schedule.cron import FIELD_NAMES, NICKNAMES, compile_schedule, resolve_zone, tzinfo_for
 
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 
 
 def register(subparsers: Any) -> None:

@@ -17,6 +17,7 @@ import redis
 from ..errors import EchoMQError
 from ..schedule import JobScheduler, SchedulerRecord
 from .options import add_queue_options, open_client
+
 COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
 
 

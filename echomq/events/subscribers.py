@@ -58,7 +58,8 @@ def _subscription(subscriber: Subscriber) -> Subscription:
     if callable(subscriber):
         fn = subscriber
         return Subscription(subscriber, fn, lambda notice: fn(notice, notice.as_dict()))
-    raise InvalidInputError(f"subscriber {subscriber!r} must be callable(event_type, event_data) or have a put() method")
+    raise InvalidInputError(
+        f"subscriber {subscriber!r} must be callable(event_type, event_data) or have a put() method")
 
 
 class Subscribers:
@@ -90,7 +91,7 @@ class Subscribers:
     def add(self, subscriber: Subscriber) -> None:
         subscription = _subscription(subscriber)
         with self._lock:
-            self._entries = self._entries + (subscription,)
+            self._entries = (*self._entries, subscription)
             self._publish()
 
     def remove(self, subscriber: Subscriber) -> bool:
@@ -122,4 +123,5 @@ class Subscribers:
             try:
                 entry.on_gap(notice)
             except Exception:
-                logger.exception("QueueEvents %r: subscriber %r failed on %s", notice.queue_name, entry.subscriber, notice)
+                logger.exception("QueueEvents %r: subscriber %r failed on %s", notice.queue_name, entry.subscriber,
+                                 notice)

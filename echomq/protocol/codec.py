@@ -55,8 +55,8 @@ def _finite(value: Any) -> Any:
 def text(value: Any) -> str:
     """A reply value as str, whatever the client's ``decode_responses`` (bad UTF-8 -> U+FFFD)."""
     if value.__class__ is bytes:
-        return value.decode("utf-8", errors="replace")  # type: ignore[no-any-return]
-    return value if value.__class__ is str else str(value)  # type: ignore[no-any-return]
+        return value.decode("utf-8", errors="replace")
+    return value if value.__class__ is str else str(value)
 
 
 def decode_hash(raw: Any) -> dict[str, str]:
@@ -95,7 +95,7 @@ def int_or_text(raw: str) -> int | str:
 
 # The C scanner behind json.loads, called directly: json.loads adds two regex passes and
 # raw_decode a Python frame, a sizeable share of an event replay's per-event cost.
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[no-untyped-call,arg-type]
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def json_or_text(raw: str) -> Any:

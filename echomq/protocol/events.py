@@ -113,7 +113,7 @@ def decode_entry(entry_id: str | bytes, fields: Any) -> tuple[EventName, dict[st
     event_type = _TYPE_BY_WIRE.get(wire, wire)
     # A custom name equal to one of our values ("retries_exhausted") is not that event: a str
     # Enum hashes like its value, so look up only what the wire table recognised.
-    decoders = None if event_type is wire else DECODED_FIELDS.get(event_type)  # type: ignore[call-overload]
+    decoders = None if event_type is wire else DECODED_FIELDS.get(event_type)
     if decoders is not None:
         for name, decode in decoders:
             raw = data.get(name)

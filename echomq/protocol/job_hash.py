@@ -26,7 +26,7 @@ def stored_opts(fields: Mapping[str, str]) -> dict[str, Any]:
 def attempts_made(fields: Mapping[str, str]) -> int:
     """``atm``: attempts that finished (BullMQ 5 and older wrote ``attemptsMade``)."""
     atm = fields.get("atm")
-    return int_or_none(atm if atm else fields.get("attemptsMade")) or 0
+    return int_or_none(atm or fields.get("attemptsMade")) or 0
 
 
 def json_field(fields: Mapping[str, str], name: str, default: Any = None) -> Any:

@@ -57,7 +57,7 @@ def _int(field: str, value: Any, *, minimum: int = 0, maximum: int | None = None
         raise _fail(field, value, f"must be >= {minimum}", label)
     if maximum is not None and value > maximum:
         raise _fail(field, value, f"must be between {minimum} and {maximum}", label)
-    return value
+    return int(value)
 
 
 def _bool(field: str, value: Any) -> bool:

@@ -20,7 +20,7 @@ from .cron import tzinfo_for
 def millis_to_datetime(millis: int, tz: str | None = None) -> datetime:
     """An aware datetime for epoch millis, in ``tz`` when it names a zone (read as BullMQ reads
     it), else in UTC; a zone no runtime could read leaves the instant in UTC."""
-    moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)  # noqa: UP017 (3.10 has no datetime.UTC)
+    moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
     if tz:
         try:
             return moment.astimezone(tzinfo_for(tz))
@@ -48,6 +48,9 @@ class Iteration:
     def from_reply(cls, job_id: str, delay: Any) -> Iteration:
         # The due time is part of the deterministic id: repeat:<scheduler id>:<millis>.
         return cls(job_id=job_id, delay=int(delay), due_ms=int(job_id.rsplit(":", 1)[1]))
+
+
+_NUMBER_FIELDS = ("ic", "every", "startDate", "endDate", "limit", "offset")
 
 
 @dataclass(slots=True)
@@ -119,7 +122,7 @@ class SchedulerRecord:
             numbers = [int(v) if v else None for v in
                        (get("ic"), get("every"), get("startDate"), get("endDate"), get("limit"), get("offset"))]
         except ValueError:
-            numbers = [int_or_none(raw.get(name)) for name in ("ic", "every", "startDate", "endDate", "limit", "offset")]
+            numbers = [int_or_none(raw.get(name)) for name in _NUMBER_FIELDS]
         ic, every, start, end, limit, offset = numbers
         return cls(scheduler_id, get("name", scheduler_id), next_millis, ic, every, get("pattern") or None,
                    get("tz") or None, start, end, limit, offset, raw)

@@ -243,9 +243,8 @@ class JobScheduler:
             chunk_end = min(chunk_start + _LIST_CHUNK - 1, last)
             reply = run_script(self.client, self._get_many.script, self._get_many.keys,
                                [chunk_start, chunk_end, "1" if asc else "0"])
-            for at in range(0, len(reply), 3):
-                if reply[at + 2]:
-                    records.append(SchedulerRecord.from_flat(reply[at], reply[at + 1], reply[at + 2]))
+            records.extend(SchedulerRecord.from_flat(reply[at], reply[at + 1], reply[at + 2])
+                           for at in range(0, len(reply), 3) if reply[at + 2])
         return records
 
     def count(self) -> int:

@@ -31,7 +31,7 @@ KNOWN_OPTIONS: tuple[str, ...] = ("every", "pattern", "immediately", "tz", "star
 #: BullMQ's spellings of the dates, accepted as aliases (one spelling per option).
 ALIASES: dict[str, str] = {"startDate": "start_date", "endDate": "end_date"}
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)  # noqa: UP017 (3.10 has no datetime.UTC)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 def _fail(name: str, value: Any, reason: str) -> InvalidScheduleError:
@@ -52,7 +52,7 @@ def to_millis(name: str, value: Any) -> int:
     """Epoch ms from epoch ms, an aware datetime or an ISO 8601 string with an offset."""
     if isinstance(value, str):
         try:
-            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))  # noqa: FURB162 (3.10 rejects Z)
+            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             hint = " (give epoch milliseconds as an int)" if value.strip().lstrip("-").isdigit() else ""
             raise _fail(name, value, f"is not an ISO 8601 date{hint}") from None

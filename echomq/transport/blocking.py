@@ -14,6 +14,7 @@ The reading thread owns the socket: it calls :meth:`connect`, sends and reads on
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -46,7 +47,7 @@ class BlockingConnection:
         """The reader's socket, connected, with its client id known (again after a drop)."""
         if self.conn is not None:
             return self.conn
-        conn = self._client.connection_pool.get_connection()
+        conn: Any = self._client.connection_pool.get_connection()
         try:
             conn.send_command("CLIENT", "ID")
             client_id = int(conn.read_response())
@@ -75,16 +76,15 @@ class BlockingConnection:
         try:
             if self._control is None:
                 self._control = self._connections.dedicated(socket_timeout=CONTROL_TIMEOUT_S)
-            return bool(self._control.execute_command("CLIENT", "UNBLOCK", client_id))
+            control: Any = self._control
+            return bool(control.execute_command("CLIENT", "UNBLOCK", client_id))
         except Exception as exc:  # noqa: BLE001 - every failure here has the same fallback
             log.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
         with self._lock:
             sock = getattr(self.conn, "_sock", None)
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except (OSError, ValueError):
-                    pass
         return True
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ call again: a flushed cache costs one round trip, never an error.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -24,10 +24,17 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from .scripts import LuaScript
 
-try:  # hiredis packs a whole command in C; redis-py would check and encode each argument in Python
-    from hiredis import pack_command as _pack_command
-except ImportError:  # pragma: no cover - hiredis is an optional extra
-    _pack_command = None  # type: ignore[assignment]
+
+def _hiredis_packer() -> Callable[[tuple[Any, ...]], bytes] | None:
+    """hiredis packs a whole command in C; redis-py would check and encode each argument in Python."""
+    try:
+        from hiredis import pack_command
+    except ImportError:  # pragma: no cover - hiredis is an optional extra
+        return None
+    return pack_command
+
+
+_pack_command = _hiredis_packer()
 
 #: Calls per window of :func:`run_calls`; two windows are in flight at a time.
 WINDOW = 256

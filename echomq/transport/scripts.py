@@ -11,6 +11,7 @@ include chain). Running a script is ``transport.calls``' job.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -60,7 +61,7 @@ def inline_includes(source: str, includes_dir: Path, origin: str) -> str:
             if not path.is_file():
                 raise ScriptError(f"{where}: include {name!r} not found at {path}")
             done.add(name)
-            out.extend(expand(path.read_text(encoding="utf-8"), chain + (name,)))
+            out.extend(expand(path.read_text(encoding="utf-8"), (*chain, name)))
         return out
 
     return "\n".join(expand(source, (origin,))) + "\n"
@@ -199,18 +200,10 @@ class ScriptRegistry:
         return len(self._scripts)
 
 
-_registry: ScriptRegistry | None = None
-_registry_lock = threading.Lock()
-
-
+@functools.cache
 def registry() -> ScriptRegistry:
     """The process-wide registry of the shipped scripts (parsed at first use, not at import)."""
-    global _registry
-    if _registry is None:
-        with _registry_lock:
-            if _registry is None:
-                _registry = ScriptRegistry()
-    return _registry
+    return ScriptRegistry()
 
 
 def script(name: str) -> LuaScript:

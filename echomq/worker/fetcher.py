@@ -31,8 +31,12 @@ LOCAL_WAIT_S = 0.15
 #: Longest single block on fakeredis, whose CLIENT UNBLOCK older releases lack.
 FAKE_BLOCK_CAP_S = 0.2
 
+#: What makes a fetch or a marker wait pause and retry: the server went away, or answered with an
+#: error that passes (READONLY after a failover, OOM, a busy script).
+RETRIED_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.ResponseError)
+
 #: What a processor thread takes from the fetcher: a job and its lock token, or None to stop.
-Handoff = queue.SimpleQueue["tuple[Fetched, str] | None"]
+Handoff = queue.SimpleQueue[tuple[Fetched, str] | None]
 
 
 class Slots:
@@ -135,8 +139,7 @@ class Fetcher:
             token = f"{self.worker_id}:{next(self._tokens)}"
             try:
                 fetched = self.transitions.move_to_active(token, self.clock())
-            except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
-                # ResponseError: READONLY after a failover, OOM, a busy script ... all transient
+            except RETRIED_ERRORS as exc:
                 self.slots.release()
                 self.pause_after_error("fetching a job", exc, backoff)
                 continue
@@ -158,7 +161,7 @@ class Fetcher:
             try:
                 self.marker.wait(timeout, stop)
                 backoff.reset()
-            except (*CONNECTION_ERRORS, redis.ResponseError) as exc:
+            except RETRIED_ERRORS as exc:
                 self.marker.connection_lost()
                 if not stop.is_set():  # close() may have cut the socket on purpose
                     self.pause_after_error("waiting for jobs", exc, backoff)

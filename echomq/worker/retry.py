@@ -55,7 +55,7 @@ def compute_delay(
     if opts is None:
         return 0
     kind = str(opts.get("type", "fixed"))
-    rng = rng or random._inst  # type: ignore[attr-defined]
+    rng = rng or random._inst
     delay = float(opts.get("delay") or 0)
     jitter = float(opts.get("jitter") or 0)
     if kind == "fixed":

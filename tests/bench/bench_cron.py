@@ -37,7 +37,7 @@ from echomq.schedule.next_run import calculate_next_millis
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 NODE_PATH = ROOT / "tests" / "interop" / "node_modules"
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 ROUNDS = 5
 CASES = [
     {"label": "5-field, UTC", "pattern": "*/5 * * * *", "tz": None},

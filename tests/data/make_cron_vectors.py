@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo
 HERE = Path(__file__).resolve().parent
 VECTORS = HERE / "cron_vectors.jsonl"
 ORACLE = ("node", str(HERE / "bullmq_next_runs.js"))  # BullMQ 6.7.0 from tests/interop/node_modules
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 
 HOUR_ZONES = ("Europe/Berlin", "America/New_York", "Europe/London", "Australia/Sydney")
 ODD_ZONES = ("Australia/Lord_Howe", "Pacific/Chatham")  # 30- and 45-minute DST
@@ -239,7 +239,8 @@ def build_cases(seed: int = 20240331) -> list[dict[str, Any]]:
     for zones, cat in ((HOUR_ZONES, "dst_hour"), (ODD_ZONES, "dst_odd")):
         for zone in zones:
             years = (2024, 2025) if zone in ("Europe/Berlin", "America/New_York") else (2025,)
-            for t in [t for t in transitions(zone, 2024, 2025) if dt.datetime.fromtimestamp(t / 1000, UTC).year in years]:
+            near = [t for t in transitions(zone, 2024, 2025) if dt.datetime.fromtimestamp(t / 1000, UTC).year in years]
+            for t in near:
                 h, h1, hm = hours_for(zone, t)
                 for template in DST_PATTERNS["hour"]:
                     pattern = template.format(h=h, h1=h1, hm=hm)
@@ -268,14 +269,15 @@ def build_cases(seed: int = 20240331) -> list[dict[str, Any]]:
         add("odd_uniform", rand_pattern(rng), rng.choice(ODD_ZONES), rand_ref(rng))
     # start/end dates
     for _ in range(500):
-        pattern = rng.choice(SYNTAX[:40] + [rand_pattern(rng)])
+        pattern = rng.choice([*SYNTAX[:40], rand_pattern(rng)])
         ref = rand_ref(rng)
         extra: dict[str, Any] = {}
         roll = rng.random()
         if roll < 0.4:
             extra["startDate"] = ref + rng.choice([-86400_000, 1, 60_000, 3600_000, 86400_000 * 3, 86400_000 * 40])
         if roll > 0.25:
-            extra["endDate"] = ref + rng.choice([-1, 0, 1000, 60_000, 3600_000, 86400_000, 86400_000 * 30, 86400_000 * 400])
+            extra["endDate"] = ref + rng.choice([-1, 0, 1000, 60_000, 3600_000, 86400_000, 86400_000 * 30,
+                                                 86400_000 * 400])
         if "startDate" in extra and "endDate" in extra and extra["endDate"] < extra["startDate"]:
             extra["endDate"] = extra["startDate"] + rng.choice([0, 1000, 86400_000 * 10])
         add("bounds", pattern, rng.choice([None, "Europe/Berlin"]), ref, **extra)
@@ -302,10 +304,8 @@ def run_oracle(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def exact_cases(rng: random.Random, answered: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """References exactly on a run BullMQ gave, and one millisecond either side."""
     picks = [c for c in answered if c["next"] is not None and c["cat"] in ("syntax", "random", "dst_hour", "dom_dow")]
-    out = []
-    for case in rng.sample(picks, min(300, len(picks))):
-        for delta in (-1, 0, 1):
-            out.append({"cat": "exact", "pattern": case["pattern"], "tz": case["tz"], "ref": case["next"] + delta})
+    out = [{"cat": "exact", "pattern": case["pattern"], "tz": case["tz"], "ref": case["next"] + delta}
+           for case in rng.sample(picks, min(300, len(picks))) for delta in (-1, 0, 1)]
     # start and end dates exactly on a run and one millisecond either side
     for case in rng.sample(picks, min(120, len(picks))):
         base = {"cat": "exact_bounds", "pattern": case["pattern"], "tz": case["tz"], "ref": case["ref"]}
@@ -370,7 +370,7 @@ def croniter_next(case: dict[str, Any]) -> tuple[int | None, bool]:
         start = dt.datetime.fromtimestamp(_start(case) / 1000, _zone(case))
         it = croniter(case["pattern"], start, second_at_beginning=True)
         return _bounded(case, int(it.get_next(float) * 1000)), False
-    except Exception:  # noqa: BLE001 - any refusal counts as "error"
+    except Exception:
         return None, True
 
 
@@ -383,7 +383,7 @@ def cronsim_next(case: dict[str, Any]) -> tuple[int | None, bool]:
             fields = fields[1:] + fields[:1]
         got = next(CronSim(" ".join(fields), start))
         return _bounded(case, int(got.timestamp() * 1000)), False
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None, True
 
 
@@ -398,7 +398,7 @@ def crontab_next(case: dict[str, Any]) -> tuple[int | None, bool]:
         got = job.schedule(date_from=start).get_next()
         got = got.replace(tzinfo=start.tzinfo) if got.tzinfo is None else got
         return _bounded(case, int(got.timestamp() * 1000)), False
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None, True
 
 

@@ -19,6 +19,7 @@ import redis
 from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue
 from echomq.worker.worker import Worker
+
 from support.workers import Running, events, wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]

@@ -39,7 +39,8 @@ def test_format_event_lines() -> None:
 
 
 def test_events_tail_prints_a_replay_and_exits_at_the_limit(url_connection: redis.Redis, server_url: str,
-                                                            queue_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+                                                            queue_name: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     key = QueueKeys(queue_name).events
     url_connection.xadd(key, {"event": "added", "jobId": "1", "name": "n"})
     url_connection.xadd(key, {"event": "retries-exhausted", "jobId": "1", "attemptsMade": "2"})

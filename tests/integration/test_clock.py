@@ -10,6 +10,7 @@ import redis
 
 from echomq import JobScheduler, Queue, WaitingChildrenError, Worker
 from echomq.protocol.keys import QueueKeys
+
 from support.workers import Running, wait_until
 
 #: A fixed instant a day ahead of the real one (the server's own time would be today).

@@ -8,6 +8,7 @@ import redis
 
 from echomq import JobScheduler, Queue, QueueEvents, Worker
 from echomq.transport.connection import close_client, dedicated_client
+
 from support.workers import wait_until
 
 
@@ -27,7 +28,7 @@ def test_closed_workers_leave_no_connection_behind(connection: redis.Redis, queu
         host = dedicated_client(connection, socket_timeout=5.0)  # a caller's client of its own
         worker = Worker(host, queue_name, lambda job: None, concurrency=2, drain_delay=0.2)
         worker.start()
-        assert wait_until(lambda: worker.running)
+        assert wait_until(lambda: worker.running)  # noqa: B023 - waited on in this iteration
         Queue(host, queue_name).add("x")
         assert wait_until(lambda: worker.processed == 1)  # noqa: B023 - waited on in this iteration
         worker.close(timeout=5)

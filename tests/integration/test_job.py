@@ -10,6 +10,7 @@ import redis
 from echomq import Job, Queue
 from echomq.errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from echomq.protocol.keys import QueueKeys
+
 from support.queues import raw_events, read_events
 
 

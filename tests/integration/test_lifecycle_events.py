@@ -14,14 +14,15 @@ from typing import Any
 
 import redis
 
+from echomq.events.queue_events import QueueEvents
 from echomq.protocol.events import EventType
 from echomq.protocol.keys import QueueKeys
-from echomq.worker.maintenance import LockRegistry, Maintenance
 from echomq.queue.queue import Queue
-from echomq.events.queue_events import QueueEvents
+from echomq.worker.maintenance import LockRegistry, Maintenance
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Transitions
 from echomq.worker.worker import Worker
+
 from support.workers import Running, wait_until
 
 

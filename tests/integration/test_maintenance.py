@@ -12,6 +12,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.worker.maintenance import LockRegistry, Maintenance
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Transitions
+
 from support.workers import events, seed_job
 
 T0 = 1_800_000_000_000
@@ -67,7 +68,7 @@ def test_stalling_too_often_marks_the_job_for_failure(connection: redis.Redis, q
     k = QueueKeys(queue_name)
     tr, _, m = _setup(connection, queue_name, max_stalled_count=1)
     job_id = seed_job(connection, queue_name)
-    for round_ in range(2):
+    for _round in range(2):
         assert tr.move_to_active("tok", T0).job_id == job_id
         connection.delete(k.stalled_check)
         m.check_stalled(T0)

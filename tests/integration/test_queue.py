@@ -11,6 +11,7 @@ import redis
 from echomq import Queue
 from echomq.errors import InvalidInputError, InvalidJobOptionsError
 from echomq.protocol.keys import QueueKeys
+
 from support.queues import queue_keys, raw_events, read_events
 
 
@@ -133,7 +134,7 @@ def test_replace_deduplication_swaps_a_delayed_job(connection: redis.Redis, queu
     assert not connection.exists(k.job(old.id))
     assert connection.zrange(k.delayed, 0, -1) == [new.id.encode()]
     assert connection.get(k.deduplication("r")) == new.id.encode()
-    assert [e for e in read_events(connection, queue_name)[2:]] == [
+    assert list(read_events(connection, queue_name)[2:]) == [
         ("removed", {"jobId": old.id, "prev": "delayed"}),
         ("deduplicated", {"jobId": new.id, "deduplicationId": "r", "deduplicatedJobId": old.id}),
         ("added", {"jobId": new.id, "name": "d"}),
@@ -170,7 +171,7 @@ def test_flow_parent_waits_for_children(connection: redis.Redis, queue_name: str
                             [{"name": "part", "data": {"n": 1}}, {"name": "part", "data": {"n": 2}}])
     assert parent.get_state() == "waiting-children"
     deps = {d.decode() for d in connection.smembers(k.job_dependencies(parent.id))}
-    children = [j for j in queue.get_jobs("waiting")]
+    children = list(queue.get_jobs("waiting"))
     assert deps == {k.job(c.id) for c in children} and len(children) == 2
     for child in children:
         assert child.parent_key == k.job(parent.id)
@@ -259,7 +260,7 @@ def test_every_producer_and_operator_event_reaches_queue_events(connection: redi
                 EventType.DEDUPLICATED, EventType.WAITING_CHILDREN, EventType.REMOVED, EventType.PAUSED,
                 EventType.RESUMED, EventType.CLEANED, EventType.PROGRESS}
     assert {str(e) for e in expected} <= types
-    data = {t: d for t, d in seen}
+    data = dict(seen)
     assert data["progress"]["data"] == 7 and data["cleaned"]["count"] == 0
     assert data["removed"]["prev"] == "wait" and data["duplicated"]["jobId"] == "one"
 

@@ -8,6 +8,7 @@ import redis
 from echomq import Queue
 from echomq.errors import InvalidInputError, InvalidStateError
 from echomq.protocol.keys import QueueKeys
+
 from support.queues import queue_keys, raw_events, read_events
 
 

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 import redis
-from support.wire import WIRE_TABLE
 
 from echomq import EventType, GapNotice, Handler, QueueEvents
 from echomq.errors import ForkedProcessError, InvalidInputError, InvalidQueueNameError
 from echomq.protocol.keys import QueueKeys
+
+from support.wire import WIRE_TABLE
 
 
 def events_key(queue_name: str) -> str:
@@ -128,7 +129,7 @@ def test_zero_replays_the_whole_stream_in_order(connection: redis.Redis, queue_n
         wait_for(cond, lambda: len(got) == 25)
         live = xadd(connection, queue_name, ["event", "drained"])
         wait_for(cond, lambda: len(got) == 26)
-    assert [d["event_id"] for _, d in got] == ids + [live]
+    assert [d["event_id"] for _, d in got] == [*ids, live]
 
 
 def test_malformed_entries_never_stop_the_reader(connection: redis.Redis, queue_name: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 
 from echomq import Queue, Worker
+
 from support.queues import read_events
 from support.workers import Running, wait_until
 

@@ -18,7 +18,7 @@ import redis
 from echomq import InvalidScheduleError, JobScheduler, calculate_next_millis
 
 NOW = 1_714_560_000_000  # 2024-05-01T10:40:00Z
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 LATER = NOW + 86_400_000
 LATER_ISO = "2024-05-02T10:40:00Z"
 BERLIN = dt.timezone(dt.timedelta(hours=2))
@@ -66,7 +66,8 @@ REFUSED: list[Any] = [
     pytest.param({"pattern": 5}, "pattern=5: must be a non-empty cron expression", id="pattern-int"),
     pytest.param({"pattern": "61 * * * *"}, "pattern '61 * * * *': minute (field 1 of 5)", id="pattern-range"),
     pytest.param({"pattern": "0 0 * * 8"}, "day-of-week (field 5 of 5) '8'", id="pattern-dow"),
-    pytest.param({"pattern": "0 9 * * *", "tz": "Mars/Olympus"}, "tz 'Mars/Olympus': unknown time zone", id="tz-unknown"),
+    pytest.param({"pattern": "0 9 * * *", "tz": "Mars/Olympus"}, "tz 'Mars/Olympus': unknown time zone",
+                 id="tz-unknown"),
     pytest.param({"every": 1000, "tz": "Nowhere/Land"}, "tz 'Nowhere/Land': unknown time zone", id="every-tz-unknown"),
     pytest.param({"pattern": "0 9 * * *", "tz": ["Europe/Berlin"]}, "must be an IANA zone name string", id="tz-list"),
     pytest.param({"pattern": "0 9 * * *", "tz": "local"}, "the process-local zone is not supported", id="tz-local"),
@@ -147,6 +148,6 @@ def test_an_end_already_past_has_no_next_run_and_cannot_be_created(connection: r
                                                                     scheduler: JobScheduler,
                                                                     repeat_opts: dict[str, Any]) -> None:
     assert calculate_next_millis(repeat_opts, NOW) is None
-    with pytest.raises(InvalidScheduleError, match="end_date=.*: is already in the past"):
+    with pytest.raises(InvalidScheduleError, match=r"end_date=.*: is already in the past"):
         scheduler.upsert("s", repeat_opts)
     assert written(connection, scheduler) == []

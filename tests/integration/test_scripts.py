@@ -116,7 +116,7 @@ def test_missing_include_and_bad_file_name(tmp_path: Path) -> None:
         ScriptRegistry(tmp_path)
     (tmp_path / "top-0.lua").unlink()
     write(tmp_path, "noNumkeys.lua", "return 1\n")
-    with pytest.raises(ScriptError, match="<scriptName>-<numkeys>.lua"):
+    with pytest.raises(ScriptError, match=r"<scriptName>-<numkeys>\.lua"):
         ScriptRegistry(tmp_path)
 
 

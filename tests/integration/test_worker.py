@@ -15,6 +15,7 @@ import redis
 from echomq.errors import InvalidInputError, UnrecoverableError
 from echomq.protocol.keys import QueueKeys
 from echomq.worker.worker import Worker
+
 from support.workers import Running, events, seed_job, wait_until
 
 

@@ -18,6 +18,7 @@ import redis
 from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
+
 from support.workers import Running, events
 
 EVERY = 200

@@ -16,11 +16,12 @@ import threading
 import time
 from typing import Any
 
-from echomq.queue.job import Job
 from echomq.protocol.keys import QueueKeys
+from echomq.queue.job import Job
 from echomq.queue.queue import Queue
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
+
 from support.workers import Running, events, wait_until
 
 

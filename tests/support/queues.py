@@ -6,9 +6,9 @@ from typing import Any
 
 import redis
 
+from echomq.events.queue_events import QueueEvents
 from echomq.protocol.codec import text
 from echomq.protocol.keys import QueueKeys
-from echomq.events.queue_events import QueueEvents
 
 
 def read_events(client: redis.Redis, queue_name: str) -> list[tuple[str, dict[str, Any]]]:

@@ -85,9 +85,9 @@ def layer_of(module: str) -> tuple[int, str]:
     best: tuple[int, str] | None = None
     for index, (_name, roots) in enumerate(LAYERS):
         for root in roots:
-            if module == root or (root != "echomq" and module.startswith(root + ".")):
-                if best is None or len(root) > len(best[1]):
-                    best = (index, root)
+            inside = module == root or (root != "echomq" and module.startswith(root + "."))
+            if inside and (best is None or len(root) > len(best[1])):
+                best = (index, root)
     if best is None:
         raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
     return best
@@ -214,7 +214,7 @@ def test_nothing_in_the_repository_cites_a_file_outside_it() -> None:
 
 
 def test_protocol_citations_name_sections_that_exist() -> None:
-    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?) ", (ROOT / "docs" / "protocol.md").read_text(), re.M))
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?) ", (ROOT / "docs" / "protocol.md").read_text(), re.MULTILINE))
     cited = re.compile(r"docs/protocol\.md §(\d+(?:\.\d+)?)((?:[-, ]+§?\d+(?:\.\d+)?)*)")
     missing = []
     for path in tracked_text_files():

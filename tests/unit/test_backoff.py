@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from echomq.errors import InvalidInputError
 from echomq.protocol.options import backoff_as_dict
 from echomq.worker.retry import compute_delay
-from echomq.errors import InvalidInputError
 
 
 @pytest.mark.parametrize(

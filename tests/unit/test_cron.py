@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from echomq.schedule.cron.evaluate import compile_schedule, resolve_zone
 from echomq.errors import InvalidScheduleError
+from echomq.schedule.cron.evaluate import compile_schedule, resolve_zone
 from echomq.schedule.next_run import calculate_next_millis
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "cron_vectors.jsonl"
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 # Categories where BullMQ's answer is the contract; dst_odd (Lord_Howe, Chatham near their
 # transitions) is judged by the model in test_cron_properties.py, BullMQ being erratic there.
 EXACT = {"syntax", "invalid", "random", "dom_dow", "month_end", "dst_hour", "dst_random", "dst_midnight",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from echomq.schedule.cron.evaluate import compile_schedule
 from echomq.schedule.cron.parse import CronFields, parse_pattern
 
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "cron_vectors.jsonl"
 WINDOW = 26 * 3600  # seconds scanned by the model
 
@@ -79,7 +79,8 @@ def model_runs(pattern: str, tz: str | None, ref_ms: int, window: int = WINDOW) 
                 mid = (low + high) // 2
                 low, high = (mid, high) if _offset(mid, zone) == _offset(t, zone) else (low, mid)
             change, before, later = high, _offset(t, zone), _offset(high, zone)
-            gap_start = dt.datetime.fromtimestamp(change - 1, UTC).replace(tzinfo=None) + dt.timedelta(seconds=before + 1)
+            gap_start = (dt.datetime.fromtimestamp(change - 1, UTC).replace(tzinfo=None)
+                         + dt.timedelta(seconds=before + 1))
             for k in range(later - before):
                 wall = gap_start + dt.timedelta(seconds=k)
                 if wall_matches(f, wall):

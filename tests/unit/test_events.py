@@ -19,7 +19,8 @@ def test_the_table_covers_all_17_event_types() -> None:
     assert len(EventType) == 17
 
 
-@pytest.mark.parametrize("fields,expected_type,expected", WIRE_TABLE, ids=[" ".join(r[0][:2]) + f"-{i}" for i, r in enumerate(WIRE_TABLE)])
+@pytest.mark.parametrize("fields,expected_type,expected", WIRE_TABLE,
+                         ids=[" ".join(r[0][:2]) + f"-{i}" for i, r in enumerate(WIRE_TABLE)])
 @pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
 def test_decode_entry(fields: list[str], expected_type: EventType, expected: dict[str, object], as_bytes: bool) -> None:
     raw = [f.encode() for f in fields] if as_bytes else fields
@@ -47,7 +48,8 @@ def test_decode_entry_accepts_a_dict_of_fields() -> None:
         (["event", "retries-exhausted", "jobId", "1", "attemptsMade", "x"], {"jobId": "1", "attemptsMade": "x"}),
         (["event", "cleaned", "count", "1.5"], {"count": "1.5"}),
     ],
-    ids=["bad-json", "empty-json", "trailing-garbage", "padded-json", "bad-delay", "float-delay", "bad-attempts", "fractional-count"],
+    ids=["bad-json", "empty-json", "trailing-garbage", "padded-json", "bad-delay", "float-delay", "bad-attempts",
+         "fractional-count"],
 )
 def test_malformed_values_stay_raw_strings(fields: list[str], expected: dict[str, object]) -> None:
     _, data = decode_entry("1-0", fields)

@@ -99,5 +99,5 @@ def test_every_old_path_answers_and_documented_ones_keep_their_names() -> None:
 
 def test_a_real_module_is_never_shadowed_by_an_old_path() -> None:
     for old in LEGACY_PATHS:
-        parent, _, leaf = old.rpartition(".")
+        _parent, _, leaf = old.rpartition(".")
         assert not (INIT.parent / f"{leaf}.py").exists() and not (INIT.parent / leaf / "__init__.py").exists(), old

@@ -12,7 +12,7 @@ from echomq.errors import InvalidScheduleError
 from echomq.schedule.next_run import calculate_next_millis
 
 REF = 1_714_560_000_000  # 2024-05-01T10:40:00Z
-UTC = dt.timezone.utc  # noqa: UP017 (3.10 has no datetime.UTC)
+UTC = dt.timezone.utc
 
 
 def test_every_adds_the_interval_to_the_reference() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from echomq.errors import InvalidInputError
-from echomq.protocol.events import GapNotice
 from echomq.events.cursor import StreamCursor, info_dict, parse_stream_id
+from echomq.protocol.events import GapNotice
 
 
 def info(added: int, length: int, first: str | None, last: str, max_deleted: str = "0-0") -> dict[str, Any]:

@@ -38,7 +38,8 @@ from .walk import accepted, near_odd_transition, walk_next
 from .zones import Zone, resolve_zone
 
 _FIRST_MS = (_dt.date(1, 1, 2).toordinal() - EPOCH_ORDINAL) * 86_400_000  # a day of margin for offsets
-_LAST_MS = (_dt.date(9999, 12, 30).toordinal() - EPOCH_ORDINAL) * 86_400_000  # the Gregorian calendar repeats every 400 years
+# The last day a reference may fall on (the Gregorian calendar repeats every 400 years).
+_LAST_MS = (_dt.date(9999, 12, 30).toordinal() - EPOCH_ORDINAL) * 86_400_000
 
 
 class CronSchedule(CalendarTables):

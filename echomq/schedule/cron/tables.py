@@ -119,7 +119,7 @@ class CalendarTables:
                     return (year, month, day, h, self.first[1], self.first[2])
             index = bisect_right(days, day)
             if index < len(days):
-                return (year, month, days[index]) + self.first
+                return (year, month, days[index], *self.first)
         if not self.satisfiable:
             return None
         for _ in range(_HORIZON_MONTHS):
@@ -131,7 +131,7 @@ class CalendarTables:
             if self.month_ok[month]:
                 days = self.days(year, month)
                 if days:
-                    return (year, month, days[0]) + self.first
+                    return (year, month, days[0], *self.first)
         return None
 
     def matches_wall(self, w: Wall) -> bool:
