@@ -20,14 +20,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InvalidScheduleError
 from .cron import CronSchedule, compile_schedule, resolve_zone
 
 KNOWN_OPTIONS: tuple[str, ...] = ("every", "pattern", "immediately", "tz", "start_date", "end_date", "limit",
                                   "offset")
+_KNOWN = frozenset(KNOWN_OPTIONS)
 #: BullMQ's spellings of the dates, accepted as aliases (one spelling per option).
 ALIASES: dict[str, str] = {"startDate": "start_date", "endDate": "end_date"}
 
@@ -69,7 +69,7 @@ def _named_options(repeat_opts: Mapping[str, Any]) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     for key, value in repeat_opts.items():
         name = ALIASES.get(key, key)
-        if name not in KNOWN_OPTIONS:
+        if name not in _KNOWN:
             raise _fail(str(key), value, f"unknown repeat option (known: {', '.join(KNOWN_OPTIONS)})")
         if value is None:
             continue
@@ -81,9 +81,12 @@ def _named_options(repeat_opts: Mapping[str, Any]) -> dict[str, Any]:
     return opts
 
 
-@dataclass(frozen=True)
-class RepeatSpec:
-    """Validated repeat options; ``start_date``/``end_date`` in epoch ms, ``schedule`` compiled."""
+class RepeatSpec(NamedTuple):
+    """Validated repeat options; ``start_date``/``end_date`` in epoch ms, ``schedule`` compiled.
+
+    A NamedTuple, not a dataclass: the worker's scheduler step parses one per iteration, and a
+    tuple is built several times faster.
+    """
 
     every: int | None = None
     pattern: str | None = None
@@ -97,8 +100,30 @@ class RepeatSpec:
 
     @classmethod
     def parse(cls, repeat_opts: Mapping[str, Any]) -> RepeatSpec:
-        if not isinstance(repeat_opts, Mapping):
+        """Validate ``repeat_opts`` (InvalidScheduleError names what is wrong).
+
+        Parsing is pure, so a spec is remembered for options seen before, keyed by their items
+        and the type of each value (``1`` and ``True`` are equal as keys, not as options): the
+        worker's scheduler step and ``calculate_next_millis`` see the same options again and again.
+        """
+        if repeat_opts.__class__ is not dict and not isinstance(repeat_opts, Mapping):
             raise InvalidScheduleError(f"repeat_opts must be a mapping, got {type(repeat_opts).__name__}")
+        try:
+            key: Any = (tuple(repeat_opts.items()), tuple(map(type, repeat_opts.values())))
+            known = _PARSED.get(key)
+        except TypeError:  # an unhashable value: parse it every time
+            key = known = None
+        if known is not None:
+            return known
+        spec = cls._parse(repeat_opts)
+        if key is not None:
+            if len(_PARSED) >= _PARSED_LIMIT:
+                _PARSED.clear()
+            _PARSED[key] = spec
+        return spec
+
+    @classmethod
+    def _parse(cls, repeat_opts: Mapping[str, Any]) -> RepeatSpec:
         opts = _named_options(repeat_opts)
         every, pattern = opts.get("every"), opts.get("pattern")
         if every is not None and pattern is not None:
@@ -109,13 +134,13 @@ class RepeatSpec:
         if not isinstance(immediately, bool):
             raise _fail("immediately", immediately, "must be True or False")
         tz = opts.get("tz")
-        resolve_zone(tz)  # the zone must be one BullMQ reads, whatever the schedule
         schedule = None
         if pattern is not None:
-            if not isinstance(pattern, str) or not pattern.strip():
+            if not isinstance(pattern, str) or not pattern or pattern.isspace():
                 raise _fail("pattern", pattern, "must be a non-empty cron expression")
-            schedule = compile_schedule(pattern, tz)
+            schedule = compile_schedule(pattern, tz)  # resolves the zone first: a bad zone is named first
         else:
+            resolve_zone(tz)  # an every schedule's zone must be one BullMQ reads too
             every = _whole("every", every, 1)
         start = to_millis("start_date", opts["start_date"]) if "start_date" in opts else None
         end = to_millis("end_date", opts["end_date"]) if "end_date" in opts else None
@@ -132,8 +157,7 @@ class RepeatSpec:
             if offset >= every:
                 raise _fail("offset", offset, f"must be smaller than every ({every})")
             offset = offset or None  # 0 means "no phase given", as in BullMQ
-        return cls(every=every, pattern=pattern, immediately=immediately, tz=tz, start_date=start, end_date=end,
-                   limit=limit, offset=offset, schedule=schedule)
+        return cls(every, pattern, immediately, tz, start, end, limit, offset, schedule)
 
     def refuse_ended(self, now_ms: int) -> None:
         """InvalidScheduleError when ``end_date`` is already past: a schedule that would never run."""
@@ -170,3 +194,8 @@ class RepeatSpec:
                   "startDate": self.start_date, "endDate": self.end_date, "offset": self.offset,
                   "count": count}
         return {k: v for k, v in fields.items() if v is not None}
+
+
+#: Specs of options parsed before (see RepeatSpec.parse), cleared when it reaches the limit.
+_PARSED: dict[Any, RepeatSpec] = {}
+_PARSED_LIMIT = 4096

@@ -117,3 +117,15 @@ def test_public_surface() -> None:
     from echomq.schedule.scheduler import JobScheduler
     assert JobScheduler.calculate_next_millis({"every": 10}, 5) == 15
 
+
+
+def test_options_parsed_before_are_remembered_by_value_and_type() -> None:
+    from echomq.schedule.spec import RepeatSpec
+
+    assert RepeatSpec.parse({"every": 1}) is RepeatSpec.parse({"every": 1})
+    with pytest.raises(InvalidScheduleError, match="every=True: must be an integer"):
+        calculate_next_millis({"every": True}, REF)  # equal to {"every": 1} as a key, not as an option
+    assert calculate_next_millis({"every": 1.0}, REF) == REF + 1
+    assert calculate_next_millis({"every": 5, "tz": "UTC"}, REF) == REF + 5
+    with pytest.raises(InvalidScheduleError, match="must be an IANA zone name string"):
+        calculate_next_millis({"pattern": "0 9 * * *", "tz": ["Europe/Berlin"]}, REF)  # unhashable: parsed anew
