@@ -30,7 +30,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench_support import run_node_peer
+from node_peer import run_node_peer
 
 from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
