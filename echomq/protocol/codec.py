@@ -67,30 +67,33 @@ def decode_hash(raw: Any) -> dict[str, str]:
     return {text(items[i]): text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
 
 
+def _number(raw: str) -> int | float | None:
+    """An int when ``raw`` is one, else a float when it is one, else None."""
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            return float(raw)
+        except ValueError:
+            return None
+
+
 def int_or_none(raw: str | None) -> int | None:
     """A stored integer (``"5"``, also ``"5.0"``); None when absent, empty or not a number."""
     if not raw:
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        try:
-            number = float(raw)
-        except ValueError:
-            return None
-        return int(number) if math.isfinite(number) else None
+    number = _number(raw)
+    if number is None or number.__class__ is int:
+        return number
+    return int(number) if math.isfinite(number) else None
 
 
 def int_or_text(raw: str) -> int | str:
     """An integer field of an event (``"5"``, ``"5.0"``), or the raw text when it is not one."""
-    try:
-        return int(raw)
-    except ValueError:
-        try:
-            number = float(raw)
-        except ValueError:
-            return raw
-        return int(number) if number.is_integer() else raw
+    number = _number(raw)
+    if number.__class__ is int:
+        return number
+    return int(number) if isinstance(number, float) and number.is_integer() else raw
 
 
 # The C scanner behind json.loads, called directly: json.loads adds two regex passes and
