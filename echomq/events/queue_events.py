@@ -19,7 +19,6 @@ The host owns the thread: nothing starts at import or construction.
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
@@ -36,7 +35,7 @@ from ..types import Subscriber
 from .cursor import StreamCursor, info_dict
 from .subscribers import Handler, Subscribers
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_COUNT = 1000
 
@@ -143,7 +142,7 @@ class QueueEvents:
         except CONNECTION_ERRORS as exc:
             # No producer can write while Redis is unreachable, so resolving "$" on the first
             # successful connection loses nothing; the loop retries with backoff.
-            logger.warning("QueueEvents %r: Redis unreachable at start (%s); retrying in the background",
+            log.warning("QueueEvents %r: Redis unreachable at start (%s); retrying in the background",
                            self.queue_name, exc)
             self._drop_connection()
 
@@ -154,7 +153,7 @@ class QueueEvents:
             self._blocking = BlockingConnection(
                 self._connections,
                 max_block_s=self.block_ms / 1000,
-                client_name=f"{self._keys.prefix}:{base64.b64encode(self.queue_name.encode()).decode()}:qe",
+                client_name=self._keys.client_name(":qe"),
                 # The parser (hiredis, in C) decodes UTF-8; a bad byte becomes U+FFFD instead
                 # of an exception that would make the same reply fail forever.
                 decode_responses=True,
@@ -210,7 +209,7 @@ class QueueEvents:
             if self._done.wait(wait):
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                logger.warning("QueueEvents %r: reader did not stop within %.3fs", self.queue_name, timeout)
+                log.warning("QueueEvents %r: reader did not stop within %.3fs", self.queue_name, timeout)
                 self._release_on_exit = True  # a subscriber holds it: it cleans up when it ends
                 return
         if self._thread is not None:
@@ -237,14 +236,14 @@ class QueueEvents:
                         break
                     self._drop_connection()
                     delay = self._backoff.next_delay()
-                    logger.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
+                    log.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
                                    self.queue_name, exc, delay)
                     self._stop.wait(delay)
                 except Exception:
                     if self._stop.is_set():
                         break
                     delay = self._backoff.next_delay()
-                    logger.exception("QueueEvents %r: read failed; retrying in %.2fs", self.queue_name, delay)
+                    log.exception("QueueEvents %r: read failed; retrying in %.2fs", self.queue_name, delay)
                     self._stop.wait(delay)
         finally:
             self._drop_connection()
@@ -271,7 +270,7 @@ class QueueEvents:
         if info is not None:
             notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
             if notice is not None:
-                logger.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
+                log.warning("QueueEvents %r: entries trimmed before they were read: %s", self.queue_name, notice)
                 self._subscribers.deliver_gap(notice)
         delivered = self._deliver(entries)
         self._backoff.reset()
@@ -297,7 +296,7 @@ class QueueEvents:
             if "no such key" in str(exc).lower():
                 self._position.resolve_tail(None)
                 return
-            logger.warning("QueueEvents %r: XINFO STREAM refused (%s): no gap notices", self.queue_name, exc)
+            log.warning("QueueEvents %r: XINFO STREAM refused (%s): no gap notices", self.queue_name, exc)
         conn.send_command("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
         newest = conn.read_response()
         self._position.resolve_tail({"last-generated-id": newest[0][0]} if newest else None)

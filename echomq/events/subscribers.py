@@ -17,7 +17,7 @@ from ..errors import InvalidInputError
 from ..protocol.events import EventName, GapNotice
 from ..types import Subscriber
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: The tag of the tuple a ``put()`` subscriber receives for each event.
 EVENT_TAG = "echomq_event"
@@ -41,7 +41,7 @@ class Handler:
             method(event_data)
 
     def handle_gap(self, notice: GapNotice) -> None:
-        logger.warning("events of queue %r were trimmed before they were read: %s", notice.queue_name, notice)
+        log.warning("events of queue %r were trimmed before they were read: %s", notice.queue_name, notice)
 
 
 class Subscription(NamedTuple):
@@ -106,10 +106,10 @@ class Subscribers:
     def log_failure(self, callback: Any, queue_name: str, event_type: Any, event_id: str) -> None:
         """Log (with the traceback being handled) which handler or subscriber raised."""
         if callback is self._handle_event:
-            logger.exception("QueueEvents %r: handler failed on %s %s", queue_name, event_type, event_id)
+            log.exception("QueueEvents %r: handler failed on %s %s", queue_name, event_type, event_id)
             return
         owner = next((e.subscriber for e in self._entries if e.on_event is callback), callback)
-        logger.exception("QueueEvents %r: subscriber %r failed on %s %s", queue_name, owner, event_type, event_id)
+        log.exception("QueueEvents %r: subscriber %r failed on %s %s", queue_name, owner, event_type, event_id)
 
     def deliver_gap(self, notice: GapNotice) -> None:
         """A gap goes to ``handler.handle_gap`` and each subscriber's gap form, each isolated."""
@@ -118,10 +118,10 @@ class Subscribers:
             try:
                 handle_gap(notice)
             except Exception:
-                logger.exception("QueueEvents %r: handler failed on %s", notice.queue_name, notice)
+                log.exception("QueueEvents %r: handler failed on %s", notice.queue_name, notice)
         for entry in self._entries:
             try:
                 entry.on_gap(notice)
             except Exception:
-                logger.exception("QueueEvents %r: subscriber %r failed on %s", notice.queue_name, entry.subscriber,
+                log.exception("QueueEvents %r: subscriber %r failed on %s", notice.queue_name, entry.subscriber,
                                  notice)

@@ -90,9 +90,8 @@ assert all(len(fields) == 1 for fields in DECODED_FIELDS.values())
 
 def parse_event_type(wire_name: str | bytes) -> EventName:
     """Map a wire name onto its :class:`EventType`; anything else comes back as the plain str."""
-    if isinstance(wire_name, bytes):
-        wire_name = wire_name.decode("utf-8", errors="replace")
-    return _TYPE_BY_WIRE.get(wire_name, wire_name)
+    name = text(wire_name)
+    return _TYPE_BY_WIRE.get(name, name)
 
 
 def decode_entry(entry_id: str | bytes, fields: Any) -> tuple[EventName, dict[str, Any]]:

@@ -11,6 +11,7 @@ order of a call's keys is written down once, in the Lua file.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -187,6 +188,12 @@ class QueueKeys:
     def scheduler(self, scheduler_id: str) -> str:
         """``<base>:repeat:<id>``: the scheduler's hash."""
         return self.key(f"repeat:{scheduler_id}")
+
+    def client_name(self, role: str) -> str:
+        """The CLIENT SETNAME of a connection serving this queue, as BullMQ names them:
+        ``<prefix>:<base64 of the queue name>`` plus the role (``:qe`` for an events reader,
+        ``:w:<worker name>`` for a worker), so CLIENT LIST shows whose connection it is."""
+        return f"{self.prefix}:{base64.b64encode(self.queue_name.encode()).decode()}{role}"
 
     def all_keys_pattern(self) -> str:
         """A SCAN pattern for every key of the queue (the braces are escaped for glob)."""

@@ -104,7 +104,9 @@ def _backoff(value: Any) -> dict[str, Any]:
     if isinstance(value, bool) or not isinstance(value, (int, float, Mapping)):
         raise _fail("backoff", value, "must be a delay in ms or {'type': 'fixed'|'exponential', 'delay': ms}")
     if not isinstance(value, Mapping):
-        return {"type": "fixed", "delay": _int("backoff", value)}
+        shorthand = backoff_as_dict(_int("backoff", value))
+        assert shorthand is not None
+        return shorthand
     unknown = set(value) - {"type", "delay", "jitter"}
     if unknown:
         raise _fail("backoff", value, f"unknown keys {sorted(unknown)}")

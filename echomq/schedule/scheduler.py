@@ -36,7 +36,7 @@ from .spec import RepeatSpec
 
 __all__ = ["Iteration", "JobScheduler", "SchedulerRecord"]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: Template options that the scheduler sets itself on every iteration.
 _RESERVED_TEMPLATE_OPTS = ("job_id", "delay", "repeat", "repeat_job_key", "prev_millis", "timestamp")
@@ -163,7 +163,7 @@ class JobScheduler:
         scheduler_id = text(raw_rjk)
         prev_opts = job_hash.stored_opts({"opts": text(raw_opts)})
         if not prev_opts:
-            logger.warning("job %s: opts are not a JSON object, cannot produce its next iteration", job_id)
+            log.warning("job %s: opts are not a JSON object, cannot produce its next iteration", job_id)
             return None
         stored_repeat = prev_opts.get("repeat")
         repeat_opts: dict[str, Any] = stored_repeat if isinstance(stored_repeat, dict) else {}

@@ -20,7 +20,6 @@ thread or from a signal handler the host installed while ``run()`` blocks in the
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
@@ -109,7 +108,7 @@ class Worker:
         self._fetcher = Fetcher(
             self.transitions, slots, handoff,
             MarkerWait(self._connections, self.keys.marker, max_block_s=options.drain_delay,
-                       client_name=self._client_name()),
+                       client_name=self.keys.client_name(f":w:{name}" if name else "")),
             clock=clock, drain_delay=options.drain_delay, stop=self._stop, worker_id=self.id, queue_name=queue_name,
         )
         self._runner = AttemptRunner(
@@ -204,9 +203,6 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _client_name(self) -> str:
-        encoded = base64.b64encode(self.queue_name.encode()).decode()
-        return f"{self.prefix}:{encoded}" + (f":w:{self.name}" if self.name else "")
 
     # -- maintenance and shutdown -----------------------------------------------------------
     def _maintenance_loop(self) -> None:
