@@ -143,7 +143,7 @@ class QueueEvents:
             # No producer can write while Redis is unreachable, so resolving "$" on the first
             # successful connection loses nothing; the loop retries with backoff.
             log.warning("QueueEvents %r: Redis unreachable at start (%s); retrying in the background",
-                           self.queue_name, exc)
+                        self.queue_name, exc)
             self._drop_connection()
 
     def _blocking_connection(self) -> BlockingConnection:
@@ -237,7 +237,7 @@ class QueueEvents:
                     self._drop_connection()
                     delay = self._backoff.next_delay()
                     log.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
-                                   self.queue_name, exc, delay)
+                                self.queue_name, exc, delay)
                     self._stop.wait(delay)
                 except Exception:
                     if self._stop.is_set():

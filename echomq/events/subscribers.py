@@ -124,4 +124,4 @@ class Subscribers:
                 entry.on_gap(notice)
             except Exception:
                 log.exception("QueueEvents %r: subscriber %r failed on %s", notice.queue_name, entry.subscriber,
-                                 notice)
+                              notice)
