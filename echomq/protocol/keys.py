@@ -200,6 +200,12 @@ class QueueKeys:
         return f"{self.prefix}:\\{{{self.queue_name}\\}}:*"
 
 
+def job_key(queue_base: str, job_id: str, part: str = "") -> str:
+    """A job's key in the queue whose base (``<prefix>:{<queue>}``) is given, or its companion
+    ``part`` (``dependencies`` ...): for jobs of another queue, such as a flow child's parent."""
+    return f"{queue_base}:{job_id}" + (f":{part}" if part else "")
+
+
 def iteration_job_id(scheduler_id: str, millis: int) -> str:
     """The deterministic id of a scheduler's iteration: ``repeat:<id>:<millis>``."""
     return f"repeat:{scheduler_id}:{int(millis)}"

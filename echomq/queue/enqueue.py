@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from ..clock import system_clock
 from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from ..protocol.codec import text
-from ..protocol.keys import QueueKeys
+from ..protocol.keys import QueueKeys, job_key
 from ..protocol.options import dumps_json, encode_job_options, validate_job_name
 from ..transport.scripts import LuaScript, script
 from ..types import Clock
@@ -68,8 +68,8 @@ class AddPlanner:
         parent_key = parent_deps = parent_json = ""
         parent = stored.get("parent")
         if parent is not None:
-            parent_key = f"{parent['queue']}:{parent['id']}"
-            parent_deps = parent_key + ":dependencies"
+            parent_key = job_key(parent["queue"], parent["id"])
+            parent_deps = job_key(parent["queue"], parent["id"], "dependencies")
             link: dict[str, Any] = {"id": parent["id"], "queueKey": parent["queue"]}
             link.update({flag: True for flag in _PARENT_FLAGS if stored.get(flag)})
             parent_json = dumps_json(link, "parent")
