@@ -119,14 +119,17 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
     """
     if not calls:
         return []
-    commands = [lua.command(keys, args) for lua, keys, args in calls]
+    for lua, keys, _args in calls:
+        lua.check_arity(keys)  # every call, before any I/O
     pool = client.connection_pool
     conn = _checkout(pool)
     replies: list[Any] = []
     try:
         in_flight: deque[int] = deque()
-        for start in range(0, len(commands), WINDOW):
-            window = commands[start : start + WINDOW]
+        for start in range(0, len(calls), WINDOW):
+            # Each window is built while Redis runs the one before (building them all first
+            # would leave the server idle for the whole build).
+            window = [lua.command(keys, args) for lua, keys, args in calls[start : start + WINDOW]]
             if _pack_command is not None:
                 packed: Any = [b"".join([_pack_command(command) for command in window])]
             else:

@@ -153,10 +153,14 @@ class LuaScript:
         """The keys of one call (binding on the spot: for calls off the hot path)."""
         return BoundKeys(self, queue_keys, choices).for_job(job_id)
 
-    def command(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
-        """The EVALSHA command for a call; ScriptError on a wrong number of keys."""
+    def check_arity(self, keys: Sequence[str]) -> None:
+        """ScriptError when a call would pass another number of keys than the file name says."""
         if len(keys) != self.numkeys:
             raise ScriptError(f"{self.file_name} takes {self.numkeys} keys, got {len(keys)}")
+
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The EVALSHA command for a call; ScriptError on a wrong number of keys."""
+        self.check_arity(keys)
         return ("EVALSHA", self.sha, self.numkeys, *keys, *args)
 
     def pipeline_script(self, client: Any) -> Script:
