@@ -36,38 +36,29 @@ def unblocks_refused(server: Any) -> int:
     return text.count("client|unblock")
 
 
-@pytest.mark.real_only
-@pytest.mark.parametrize("rules", [(), ("-client|unblock",)], ids=["unblock", "unblock-refused"])
-def test_close_cuts_a_workers_marker_wait_short(redis_server_factory: Any, rules: tuple[str, ...],
-                                                caplog: pytest.LogCaptureFixture) -> None:
-    server = redis_server_factory(persistent=False)
-    url = restricted_url(server, *rules)
-    worker = Worker(url, "interrupts", lambda job: None, drain_delay=BLOCK_S).start()
-    assert wait_until(lambda: worker.running)
-    time.sleep(0.3)  # into the BZPOPMIN
-    with caplog.at_level(logging.WARNING, logger="echomq"):
-        started = time.monotonic()
-        worker.close(timeout=2)
-        took = time.monotonic() - started
-    assert not worker.running
-    assert took < 1.0, f"close() took {took:.2f} s"
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert (unblocks_refused(server) > 0) == bool(rules)
+def blocked(kind: str, url: str) -> Any:
+    """A Worker waiting on its marker, or a QueueEvents in XREAD BLOCK, for up to BLOCK_S."""
+    if kind == "worker":
+        component: Any = Worker(url, "interrupts", lambda job: None, drain_delay=BLOCK_S).start()
+        assert wait_until(lambda: component.running)
+    else:
+        component = QueueEvents(url, "interrupts", block_ms=int(BLOCK_S * 1000)).start()
+    time.sleep(0.3)  # into the blocking read
+    return component
 
 
 @pytest.mark.real_only
+@pytest.mark.parametrize("kind", ["worker", "reader"])
 @pytest.mark.parametrize("rules", [(), ("-client|unblock",)], ids=["unblock", "unblock-refused"])
-def test_close_cuts_a_readers_block_short(redis_server_factory: Any, rules: tuple[str, ...],
-                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_close_cuts_a_blocked_read_short(redis_server_factory: Any, kind: str, rules: tuple[str, ...],
+                                         caplog: pytest.LogCaptureFixture) -> None:
     server = redis_server_factory(persistent=False)
-    url = restricted_url(server, *rules)
-    events = QueueEvents(url, "interrupts", block_ms=int(BLOCK_S * 1000)).start()
-    time.sleep(0.3)  # into the XREAD BLOCK
+    component = blocked(kind, restricted_url(server, *rules))
     with caplog.at_level(logging.WARNING, logger="echomq"):
         started = time.monotonic()
-        events.close(timeout=2)
+        component.close(timeout=2)
         took = time.monotonic() - started
-    assert not events.running
+    assert not component.running
     assert took < 1.0, f"close() took {took:.2f} s"
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert (unblocks_refused(server) > 0) == bool(rules)
