@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from ..clock import system_clock
 from ..errors import EchoMQError, InvalidInputError
@@ -85,6 +86,7 @@ class Worker:
         self.queue_name = queue_name
         self.prefix = prefix
         self.processor = processor
+        self.backoff_strategy = backoff_strategy
         self.name = name
         self.concurrency = options.concurrency
         self.drain_delay = options.drain_delay
@@ -128,6 +130,26 @@ class Worker:
     @property
     def running(self) -> bool:
         return self._started and not self._stopped.is_set()
+
+    @property
+    def lock_duration(self) -> int:
+        return self.options.lock_duration
+
+    @property
+    def stalled_interval(self) -> int:
+        return self.options.stalled_interval
+
+    @property
+    def max_stalled_count(self) -> int:
+        return self.options.max_stalled_count
+
+    @property
+    def remove_on_complete(self) -> Any:
+        return self.options.remove_on_complete
+
+    @property
+    def remove_on_fail(self) -> Any:
+        return self.options.remove_on_fail
 
     @property
     def processed(self) -> int:
