@@ -119,9 +119,8 @@ class Connections:
 
     def release(self, client: redis.Redis) -> None:
         """Close one dedicated client now, before the component closes."""
-        with self._lock:
-            if client in self._dedicated:
-                self._dedicated.remove(client)
+        with self._lock:  # by identity: a client type may define __eq__ by its settings
+            self._dedicated = [c for c in self._dedicated if c is not client]
         close_client(client)
 
     def close(self) -> None:
