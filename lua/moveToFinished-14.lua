@@ -49,11 +49,18 @@
 -- @include "removeFinishedJobs"
 -- @include "workerOptionsFromArgs"
 -- @include "fetchNextJob"
+-- @include "isSafeInteger"
 local jobKey = KEYS[12]
 local jobId = ARGV[1]
 local timestamp = ARGV[2]
 local target = ARGV[5]
 local prefix = ARGV[7]
+local keepCount = tonumber(ARGV[9]) or -1
+local keepAge = tonumber(ARGV[10])
+local keepLimit = tonumber(ARGV[11]) or 1000
+if not (isSafeInteger(keepCount) and isSafeInteger(keepLimit) and (keepAge == nil or isSafeInteger(keepAge))) then
+  return redis.error_reply("ERR moveToFinished: the keep count, age and limit must be integers within 2^53")
+end
 
 if redis.call("EXISTS", jobKey) == 0 then
   return -1
@@ -82,15 +89,13 @@ end
 updateParentOnChildFinished(jobKey, attrs[1], attrs[2], target, ARGV[4], timestamp)
 
 local attemptsMade = redis.call("HINCRBY", jobKey, "atm", 1)
-local keepCount = tonumber(ARGV[9]) or -1
 if keepCount ~= 0 then
   redis.call("ZADD", KEYS[11], timestamp, jobId)
   redis.call("HSET", jobKey, ARGV[3], ARGV[4], "finishedOn", timestamp)
   if target == "failed" then
     redis.call("HDEL", jobKey, "defa")
   end
-  local keepLimit = tonumber(ARGV[11]) or 1000
-  removeFinishedJobs(KEYS[11], prefix, timestamp, tonumber(ARGV[10]), keepCount, keepLimit)
+  removeFinishedJobs(KEYS[11], prefix, timestamp, keepAge, keepCount, keepLimit)
 else
   removeJobKeys(jobKey)
 end

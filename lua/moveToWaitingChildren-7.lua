@@ -16,6 +16,7 @@
 
   Events: "waiting-children" (jobId, prev=active), uncapped.
 ]]
+-- @include "checkLock"
 -- @include "removeLock"
 local jobKey, jobId = KEYS[3], ARGV[4]
 if redis.call("EXISTS", jobKey) == 0 then
@@ -33,13 +34,14 @@ end
 if not pending then
   return 1
 end
-local code = removeLock(jobKey, KEYS[6], ARGV[1], jobId)
+local code = checkLock(jobKey, ARGV[1])
 if code < 0 then
   return code
 end
 if redis.call("LREM", KEYS[1], -1, jobId) < 1 then
   return -3
 end
+removeLock(jobKey, KEYS[6], ARGV[1], jobId)
 redis.call("ZADD", KEYS[2], ARGV[3], jobId)
 redis.call("XADD", KEYS[7], "*", "event", "waiting-children", "jobId", jobId, "prev", "active")
 return 0

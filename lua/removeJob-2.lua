@@ -7,7 +7,8 @@
     ARGV[1] job id       ARGV[2] "1" to remove the children too   ARGV[3] key prefix "<base>:"
 
   Output:
-    1   removed (also when the job did not exist: nothing to do)
+    1   removed
+    2   there was no such job (a stray id of it in a state key is still cleared)
     0   not removed: the job, or one of its children, is locked by a worker
     -8  the job is a job scheduler's current iteration (remove the scheduler instead)
 
@@ -24,5 +25,9 @@ end
 if isJobLocked(prefix, jobId, removeChildren) then
   return 0
 end
+local existed = redis.call("EXISTS", KEYS[1]) == 1
 removeJobWithChildren(prefix, jobId, removeChildren)
-return 1
+if existed then
+  return 1
+end
+return 2

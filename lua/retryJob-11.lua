@@ -1,6 +1,6 @@
 --[[
-  retryJob: a failed attempt retries at once (no backoff delay). Due delayed jobs are promoted
-  first; the job leaves active (the lock must be ours) for wait (LPUSH, or RPUSH for lifo) or
+  retryJob: a failed attempt retries at once (no backoff delay). Once the checks passed, due
+  delayed jobs are promoted; then the job leaves active (the lock must be ours) for wait (LPUSH, or RPUSH for lifo) or
   prioritized, atm + 1, and a base marker wakes a worker unless paused or maxed.
 
   Input:
@@ -27,7 +27,6 @@ local q = {wait = KEYS[2], active = KEYS[1], prioritized = KEYS[8], events = KEY
            delayed = KEYS[7], meta = KEYS[5], pc = KEYS[9], marker = KEYS[10]}
 local jobKey = KEYS[4]
 local jobId = ARGV[4]
-promoteDelayedJobs(q, ARGV[1], ARGV[2], isQueuePausedOrMaxed(q.meta, q.active))
 if redis.call("EXISTS", jobKey) == 0 then
   return -1
 end
@@ -35,6 +34,7 @@ local code = releaseActiveJob(jobKey, q.active, KEYS[11], ARGV[5], jobId, ARGV[6
 if code < 0 then
   return code
 end
+promoteDelayedJobs(q, ARGV[1], ARGV[2], isQueuePausedOrMaxed(q.meta, q.active))
 local priority = tonumber(redis.call("HGET", jobKey, "priority")) or 0
 local pausedOrMaxed = isQueuePausedOrMaxed(q.meta, q.active)
 if priority > 0 then

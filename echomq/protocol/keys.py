@@ -49,6 +49,21 @@ SUFFIXES: tuple[str, ...] = (
 JOB_KEY_PARTS: tuple[str, ...] = ("lock", "logs", "dependencies", "processed", "unsuccessful", "failed")
 
 
+def names_queue_key(job_id: str) -> str | None:
+    """The queue key a job id would land on (its hash is ``<base>:<id>``), or None.
+
+    An id equal to a suffix of §1.2 (``meta``, ``events`` ...) would make the job's hash *be* that
+    key; one starting with ``de:`` or ``metrics:`` would land on a deduplication key or a metrics
+    list (docs/protocol.md §1.4). Such an id must never be stored.
+    """
+    if job_id in SUFFIXES:
+        return job_id
+    head = job_id.split(":", 1)[0]
+    if head in ("de", "metrics") and ":" in job_id:
+        return f"{head}:..."
+    return None
+
+
 def validate_queue_name(name: str) -> str:
     """Return ``name`` if it can be a queue name; raise InvalidQueueNameError otherwise.
 
@@ -189,11 +204,24 @@ class QueueKeys:
         """``<base>:repeat:<id>``: the scheduler's hash."""
         return self.key(f"repeat:{scheduler_id}")
 
-    def client_name(self, role: str) -> str:
-        """The CLIENT SETNAME of a connection serving this queue, as BullMQ names them:
-        ``<prefix>:<base64 of the queue name>`` plus the role (``:qe`` for an events reader,
-        ``:w:<worker name>`` for a worker), so CLIENT LIST shows whose connection it is."""
-        return f"{self.prefix}:{base64.b64encode(self.queue_name.encode()).decode()}{role}"
+    def client_name(self, role: str = "") -> str:
+        """The CLIENT SETNAME of a connection serving this queue, as BullMQ 6.7 names them:
+        ``<prefix>:<base64 of the queue's BullMQ name>`` plus the role (``""`` for an unnamed
+        worker, ``:w:<worker name>`` for a named one, ``:qe`` for an events reader), so
+        BullMQ's ``getWorkers()``, bull-board and ``Queue.get_workers`` find the connection
+        (docs/protocol.md §1.1). BullMQ's name of the queue carries the braces (``{orders}``)."""
+        bullmq_name = "{" + self.queue_name + "}"
+        return f"{self.prefix}:{base64.b64encode(bullmq_name.encode()).decode()}{role}"
+
+    def worker_name_of(self, client_name: str) -> str | None:
+        """The worker name a connection's CLIENT SETNAME carries (``""`` for an unnamed worker),
+        or None when it is not a worker connection of this queue (BullMQ's getWorkers rule)."""
+        base = self.client_name()
+        if client_name == base:
+            return ""
+        if client_name.startswith(base + ":w:"):
+            return client_name[len(base) + 3:]
+        return None
 
     def all_keys_pattern(self) -> str:
         """A SCAN pattern for every key of the queue (the braces are escaped for glob)."""

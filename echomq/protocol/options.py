@@ -18,9 +18,20 @@ from typing import Any
 
 from ..errors import InvalidJobOptionsError
 from .codec import encode_json
+from .keys import names_queue_key
 
 #: Highest priority the protocol accepts (BullMQ's PRIORITY_LIMIT, 2**21 - 1).
 PRIORITY_LIMIT = 2**21 - 1
+
+#: The largest count, delay or size an option takes: JavaScript's Number.MAX_SAFE_INTEGER.
+#: Lua and a Node worker read every stored number as a double; above this they stop being
+#: exact, and Redis refuses the ``9.2e+18`` a script would then pass it as an integer
+#: (docs/protocol.md §2.3).
+MAX_SAFE_INTEGER = 2**53 - 1
+
+#: The latest instant a JavaScript Date holds (epoch ms): the bound of every timestamp and due
+#: time, so a Node reader can still turn it into a date.
+MAX_EPOCH_MS = 8_640_000_000_000_000
 
 _INTEGER_LIKE = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
@@ -44,9 +55,11 @@ def _fail(field: str, value: Any, reason: str, label: str = "job option ") -> In
     return InvalidJobOptionsError(f"{label}{field}={value!r}: {reason}")
 
 
-def _int(field: str, value: Any, *, minimum: int = 0, maximum: int | None = None,
+def _int(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_SAFE_INTEGER,
          label: str = "job option ") -> int:
-    """An integer (or an integral float) in range; bools are refused, they are not counts."""
+    """An integer (or an integral float) in range; bools are refused, they are not counts.
+    Every number has an upper bound (MAX_SAFE_INTEGER unless tighter): an unbounded one reaches
+    Lua as a float and aborts a script half-way."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(field, value, "must be an integer", label)
     if isinstance(value, float):
@@ -55,7 +68,7 @@ def _int(field: str, value: Any, *, minimum: int = 0, maximum: int | None = None
         value = int(value)
     if value < minimum:
         raise _fail(field, value, f"must be >= {minimum}", label)
-    if maximum is not None and value > maximum:
+    if value > maximum:
         raise _fail(field, value, f"must be between {minimum} and {maximum}", label)
     return int(value)
 
@@ -70,7 +83,8 @@ def validate_job_id(job_id: Any, field: str = "job_id") -> str:
     """A custom job id as BullMQ accepts it.
 
     Integer-like ids would collide with the auto ids from the ``id`` counter; a ``:`` is only
-    allowed in the three-segment shape of scheduler iterations (``repeat:<id>:<millis>``).
+    allowed in the three-segment shape of scheduler iterations (``repeat:<id>:<millis>``); an
+    id naming one of the queue's keys would overwrite that key (docs/protocol.md §1.4).
     """
     if not isinstance(job_id, str):
         raise _fail(field, job_id, "must be a str (custom ids cannot be integers)")
@@ -82,7 +96,21 @@ def validate_job_id(job_id: Any, field: str = "job_id") -> str:
         raise _fail(field, job_id, "must not start with '0:' (legacy marker shape)")
     if ":" in job_id and len(job_id.split(":")) != 3:
         raise _fail(field, job_id, "may contain ':' only as exactly three ':'-separated segments")
+    taken = names_queue_key(job_id)
+    if taken is not None:
+        raise _fail(field, job_id, f"is the name of one of the queue's own keys ({taken!r}): "
+                                   "the job's hash would overwrite it")
     return job_id
+
+
+def lookup_job_id(job_id: Any, operation: str) -> str:
+    """A job id given to look a job up (``get_job``, ``remove`` ...): a non-empty str, or an
+    int for an auto id. Anything else (None above all) is a caller's mistake, not "no such job"."""
+    if isinstance(job_id, int) and not isinstance(job_id, bool) and job_id >= 0:
+        return str(job_id)
+    if isinstance(job_id, str) and job_id:
+        return job_id
+    raise InvalidJobOptionsError(f"{operation}: job_id={job_id!r} must be a non-empty str (or an int auto id)")
 
 
 def backoff_as_dict(value: Any) -> dict[str, Any] | None:
@@ -149,15 +177,21 @@ def keep_args(keep: Any) -> tuple[str, str, str]:
     if keep is True:
         return "0", "", ""
     if isinstance(keep, (int, float)):
-        return str(int(keep)), "", ""
+        return _keep_number(keep, "-1"), "", ""
     if isinstance(keep, Mapping):
-        count, age, limit = keep.get("count"), keep.get("age"), keep.get("limit")
-        return (
-            "-1" if count is None else str(int(count)),
-            "" if age is None else str(int(age)),
-            "" if limit is None else str(int(limit)),
-        )
+        return (_keep_number(keep.get("count"), "-1"), _keep_number(keep.get("age"), ""),
+                _keep_number(keep.get("limit"), ""))
     return "-1", "", ""
+
+
+def _keep_number(value: Any, unbounded: str) -> str:
+    """One number of a stored keep rule as a script argument. Any runtime may have stored it:
+    what is not a whole number within 0 .. 2^53 - 1 reads as "no bound" (docs/protocol.md §2.3)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return unbounded
+    if not (0 <= value <= MAX_SAFE_INTEGER) or value != int(value):
+        return unbounded
+    return str(int(value))
 
 
 def _deduplication(value: Any) -> dict[str, Any]:
@@ -226,7 +260,7 @@ _SIMPLE: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "delay": ("delay", lambda v: _int("delay", v)),
     "priority": ("priority", lambda v: _int("priority", v, maximum=PRIORITY_LIMIT)),
     "lifo": ("lifo", lambda v: _bool("lifo", v)),
-    "timestamp": ("timestamp", lambda v: _int("timestamp", v)),
+    "timestamp": ("timestamp", lambda v: _int("timestamp", v, maximum=MAX_EPOCH_MS)),
     "backoff": ("backoff", _backoff),
     "remove_on_complete": ("removeOnComplete", lambda v: validate_keep("job option remove_on_complete", v)),
     "remove_on_fail": ("removeOnFail", lambda v: validate_keep("job option remove_on_fail", v)),
@@ -236,7 +270,7 @@ _SIMPLE: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "deduplication": ("de", _deduplication),
     "parent": ("parent", _parent),
     "repeat_job_key": ("repeatJobKey", lambda v: _str("repeat_job_key", v)),
-    "prev_millis": ("prevMillis", lambda v: _int("prev_millis", v)),
+    "prev_millis": ("prevMillis", lambda v: _int("prev_millis", v, maximum=MAX_EPOCH_MS)),
     "repeat": ("repeat", _repeat),
     **{name: (short, functools.partial(_bool, name)) for name, short in _BOOL_SHORT.items()},
 }
@@ -278,11 +312,24 @@ def encode_job_options(opts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dumps_json(value: Any, field: str) -> str:
-    """A job's data, progress or opts as the JSON to store; NaN and non-JSON objects are refused."""
+    """A job's data, progress or opts as the JSON to store; NaN and non-JSON objects are refused.
+
+    A str holding a lone surrogate (what ``surrogateescape`` decoding leaves) is not UTF-8, so
+    redis-py could not send it: such JSON is written with ``\\uXXXX`` escapes instead, which
+    JSON.parse and json.loads both turn back into the same string.
+    """
     try:
-        return encode_json(value)
+        encoded = encode_json(value)
+    except RecursionError:
+        raise InvalidJobOptionsError(f"job {field}: nested too deeply to encode as JSON") from None
     except (TypeError, ValueError) as exc:
         raise InvalidJobOptionsError(f"job {field} {value!r:.200}: not JSON-serialisable ({exc})") from None
+    if not encoded.isascii():
+        try:
+            encoded.encode("utf-8")
+        except UnicodeEncodeError:
+            return encode_json(value, ascii_only=True)
+    return encoded
 
 
 def validate_job_name(name: Any) -> str:

@@ -36,6 +36,13 @@ def job_counts(client: redis.Redis, keys: QueueKeys, states: Sequence[str]) -> d
 def get_jobs(client: redis.Redis, keys: QueueKeys, states: str | Sequence[str], start: int, end: int,
              asc: bool, clock: Clock) -> list[Job]:
     """Jobs of the given states, newest first unless ``asc``; start/end apply per state."""
+    for field, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputError(f"get_jobs: {field}={value!r} must be an int (an index, -1 = the last)")
+    if not isinstance(asc, bool):
+        raise InvalidInputError(f"get_jobs: asc={asc!r} must be True or False")
+    if not isinstance(states, (str, Sequence)):
+        raise InvalidInputError(f"get_jobs: states={states!r} must be a state name or a list of them")
     names = [states] if isinstance(states, str) else list(states)
     ids: list[str] = []
     seen: set[str] = set()
@@ -63,6 +70,16 @@ def get_jobs(client: redis.Redis, keys: QueueKeys, states: str | Sequence[str], 
         pipe.hgetall(keys.job(job_id))
     return [Job.from_hash(client, keys, job_id, raw, clock=clock)
             for job_id, raw in zip(ids, pipe.execute()) if raw]
+
+
+def get_workers(client: redis.Redis, keys: QueueKeys) -> list[dict[str, str]]:
+    workers: list[dict[str, str]] = []
+    for entry in client.client_list():
+        rawname = text(entry.get("name", ""))
+        worker_name = keys.worker_name_of(rawname)
+        if worker_name is not None:
+            workers.append({**{k: text(v) for k, v in entry.items()}, "name": worker_name, "rawname": rawname})
+    return workers
 
 
 def _reverse_range(start: int, end: int, length: int) -> tuple[int, int]:

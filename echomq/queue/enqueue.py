@@ -15,12 +15,13 @@ from ..clock import system_clock
 from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from ..protocol.codec import text
 from ..protocol.keys import QueueKeys, job_key
-from ..protocol.options import dumps_json, encode_job_options, validate_job_name
+from ..protocol.options import MAX_EPOCH_MS, dumps_json, encode_job_options, validate_job_name
 from ..transport.scripts import LuaScript, script
 from ..types import Clock
 
 _PARENT_FLAGS = ("fpof", "rdof", "idof", "cpof")
-_PLAIN_OPTS = '{"attempts":0}'  # the stored opts of a job added without options
+_NO_OPTIONS = {"attempts": 0}
+_PLAIN_OPTS = '{"attempts":0}'  # the stored opts of a job added without options, pre-encoded
 
 
 class AddCall(NamedTuple):
@@ -44,6 +45,9 @@ class AddPlanner:
                  clock: Clock = system_clock) -> None:
         self.keys = keys
         self.clock = clock
+        if default_job_options is not None and not isinstance(default_job_options, Mapping):
+            raise InvalidJobOptionsError(
+                f"default_job_options={default_job_options!r}: must be a mapping of job options")
         self.defaults = dict(default_job_options or {})
         encode_job_options(self.defaults)  # fail at construction on bad defaults
         names = ("addStandardJob", "addDelayedJob", "addPrioritizedJob", "addParentJob")
@@ -54,6 +58,8 @@ class AddPlanner:
         """``generated_id`` is an id the caller made up (a flow node's UUID): used as the job id
         but, unlike ``job_id``, not stored in opts, as BullMQ's FlowProducer does."""
         validate_job_name(name)
+        if not isinstance(opts, Mapping):
+            raise InvalidJobOptionsError(f"job {name!r}: opts {opts!r} must be a mapping")
         data_json = dumps_json({} if data is None else data, "data")
         merged = {**self.defaults, **opts} if self.defaults else opts
         # BullMQ's Job constructor always stores attempts (0 unless given), first.
@@ -65,6 +71,10 @@ class AddPlanner:
                 f"{len(data_json.encode('utf-8'))} bytes of JSON, over the limit")
         repeat_job_key = stored.pop("repeatJobKey", "")
         timestamp = int(stored["timestamp"]) if "timestamp" in stored else self.clock()
+        if timestamp + stored.get("delay", 0) > MAX_EPOCH_MS:
+            raise InvalidJobOptionsError(
+                f"job option delay={stored.get('delay')!r}: the job would be due after the latest "
+                f"date a timestamp can hold ({MAX_EPOCH_MS} ms since the epoch)")
         parent_key = parent_deps = parent_json = ""
         parent = stored.get("parent")
         if parent is not None:
@@ -85,7 +95,7 @@ class AddPlanner:
         else:
             script_name = "addStandardJob"
         custom_id = stored.get("jobId", generated_id)
-        opts_json = dumps_json(stored, "opts") if len(stored) > 1 else _PLAIN_OPTS
+        opts_json = _PLAIN_OPTS if stored == _NO_OPTIONS else dumps_json(stored, "opts")
         args = [self.keys.job_prefix, custom_id, name, str(timestamp), parent_key, parent_deps,
                 parent_json, repeat_job_key, dedup_key, data_json, opts_json]
         bound = self._bound[script_name]

@@ -23,14 +23,22 @@ from .job import Job
 
 
 def add_flow(client: redis.Redis, planner_for: Callable[[str], AddPlanner], queue_name: str,
-             parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
+             parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]], *,
+             before_write: Callable[[], None] | None = None) -> Job:
     """Plan and write a flow whose root goes to ``queue_name``; ``planner_for(name)`` gives the
-    add planner of any queue a node names (under the same prefix)."""
+    add planner of any queue a node names (under the same prefix). ``before_write`` runs once
+    the whole tree is validated, before the MULTI."""
+    if isinstance(children, (str, bytes, Mapping)) or not isinstance(children, Sequence):
+        raise InvalidInputError(f"add_flow: children={children!r:.100} must be a list of job mappings")
+    if not isinstance(parent, Mapping):
+        raise InvalidInputError(f"add_flow: parent={parent!r:.100} must be a job mapping")
     if not children:
         raise InvalidInputError("add_flow: children must not be empty (use add for a single job)")
     plans: list[AddCall] = []
     root_planner = planner_for(queue_name)
     root = _plan_node(client, parent, children, None, root_planner, planner_for, plans)
+    if before_write is not None:
+        before_write()
     pipe = client.pipeline(transaction=True)
     for call in plans:
         run_script(pipe, call.script, call.keys, call.args)

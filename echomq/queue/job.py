@@ -18,7 +18,7 @@ from ..errors import InvalidInputError, JobNotFoundError, raise_for_code
 from ..protocol import job_hash
 from ..protocol.codec import decode_hash, int_or_none, text
 from ..protocol.keys import QueueKeys
-from ..protocol.options import decode_job_options, dumps_json
+from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
 from ..protocol.states import LOOKUP_ORDER, STATES
 from ..transport.calls import run_script
 from ..transport.scripts import script
@@ -213,7 +213,8 @@ def add_log(client: redis.Redis, keys: QueueKeys, job_id: str, line: str, keep_l
 
 
 def remove_job(client: redis.Redis, keys: QueueKeys, job_id: str, *, remove_children: bool = True) -> bool:
-    """Remove a job from any state. False when a worker holds its lock (nothing was removed)."""
+    """Remove a job from any state. False when a worker holds its lock (nothing was removed) or
+    there was no such job."""
     lua = script("removeJob")
     code = int(run_script(client, lua, lua.keys_for(keys, job_id),
                           [job_id, "1" if remove_children else "0", keys.job_prefix]))
@@ -230,8 +231,10 @@ def promote_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
 
 
 def change_delay(client: redis.Redis, keys: QueueKeys, job_id: str, delay_ms: int, now_ms: int) -> None:
-    if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0:
-        raise InvalidInputError(f"change_delay: delay {delay_ms!r} must be an int >= 0 (ms)")
+    if (isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0
+            or now_ms + delay_ms > MAX_EPOCH_MS):
+        raise InvalidInputError(f"change_delay: delay {delay_ms!r} must be an int >= 0 (ms) that keeps the "
+                                f"due time within {MAX_EPOCH_MS} ms since the epoch")
     lua = script("changeDelay")
     code = int(run_script(client, lua, lua.keys_for(keys), [delay_ms, now_ms, job_id, keys.job(job_id)]))
     if code < 0:

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from .._version import __version__
 from ..clock import system_clock
 from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
+from ..protocol.options import lookup_job_id
 from ..transport.calls import run_calls
 from ..transport.connection import Connection, Connections
 from ..types import Clock, JobOptions
@@ -27,6 +29,10 @@ from .job import Job, add_log, change_delay, promote_job, remove_job, update_pro
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+
+#: What this library writes to meta ``version`` (BullMQ writes ``bullmq:<version>``).
+META_VERSION = f"echomq-python:{__version__}"
 
 
 class Queue:
@@ -58,6 +64,7 @@ class Queue:
         self._planners = {queue_name: self._planner}
         self._connections = Connections(connection)
         self.client: redis.Redis = self._connections.client
+        self._meta_written = False
 
     @property
     def queue_name(self) -> str:
@@ -81,6 +88,14 @@ class Queue:
         return f"Queue({self.name!r}, prefix={self.prefix!r})"
 
     # -- adding -------------------------------------------------------------------------------
+    def _write_meta(self) -> None:
+        """Stamp meta ``version`` once, before this Queue's first add, as BullMQ's Queue stamps
+        its own (docs/protocol.md §1.2): bull-board and operators see who writes the queue. Not
+        in the constructor, which does no I/O (a Queue built at import time must not block)."""
+        if not self._meta_written:
+            self.client.hset(self.keys.meta, "version", META_VERSION)
+            self._meta_written = True
+
     def _job_for(self, call: AddCall, job_id: str) -> Job:
         return Job(self.client, self.keys, job_id, name=call.name, data=call.data,
                    opts=call.stored_opts, timestamp=call.timestamp, clock=self.clock)
@@ -90,6 +105,7 @@ class Queue:
         returns a Job carrying the existing id (the stream says ``duplicated``/``deduplicated``).
         """
         call = self._planner.prepare(name, data, opts)
+        self._write_meta()
         [reply] = run_calls(self.client, [(call.script, call.keys, call.args)])
         if isinstance(reply, Exception):
             raise reply
@@ -101,7 +117,11 @@ class Queue:
         Each item is ``{"name", "data", "opts"}`` or a ``(name, data[, opts])`` tuple. Every job
         is validated before the first is sent.
         """
+        if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
+            raise InvalidInputError(f"add_bulk: jobs={jobs!r:.100} must be a list of jobs")
         calls = [self._planner.prepare(*job_spec(item)) for item in jobs]
+        if calls:
+            self._write_meta()
         replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls])
         for reply in replies:
             if isinstance(reply, Exception):
@@ -115,7 +135,7 @@ class Queue:
         names another queue under the same prefix (not Cluster-safe). Nodes without a
         ``job_id`` get a UUID, as BullMQ 6 gives them. Everything is written in one MULTI.
         """
-        return add_flow(self.client, self._planner_for, self.name, parent, children)
+        return add_flow(self.client, self._planner_for, self.name, parent, children, before_write=self._write_meta)
 
     def _planner_for(self, queue_name: str) -> AddPlanner:
         planner = self._planners.get(queue_name)
@@ -126,7 +146,7 @@ class Queue:
 
     # -- reading ------------------------------------------------------------------------------
     def get_job(self, job_id: str) -> Job | None:
-        return Job.fetch(self.client, self.keys, str(job_id), clock=self.clock)
+        return Job.fetch(self.client, self.keys, lookup_job_id(job_id, "get_job"), clock=self.clock)
 
     def get_job_counts(self, *states: str) -> dict[str, int]:
         return admin.job_counts(self.client, self.keys, states)
@@ -134,6 +154,13 @@ class Queue:
     def get_jobs(self, states: str | Sequence[str] = ("waiting",), start: int = 0, end: int = -1,
                  *, asc: bool = False) -> list[Job]:
         return admin.get_jobs(self.client, self.keys, states, start, end, asc, self.clock)
+
+    def get_workers(self) -> list[dict[str, str]]:
+        """The workers of this queue connected now, EchoMQ's and BullMQ's alike: one entry per
+        named worker connection in CLIENT LIST (docs/protocol.md §1.1), with that line's fields
+        (``addr``, ``age``, ``idle`` ...), ``name`` the worker's name (``""`` when it has none)
+        and ``rawname`` the connection's name."""
+        return admin.get_workers(self.client, self.keys)
 
     def set_events_max_len(self, max_len: int) -> None:
         """Cap the events stream (meta ``opts.maxLenEvents``, what BullMQ's ``streams.events.maxLen``
@@ -149,20 +176,21 @@ class Queue:
     # -- one job ------------------------------------------------------------------------------
     def remove(self, job_id: str, *, remove_children: bool = True) -> bool:
         """Remove a job from any state. False (nothing removed) while a worker holds its lock."""
-        return remove_job(self.client, self.keys, str(job_id), remove_children=remove_children)
+        _check_flag("remove", "remove_children", remove_children)
+        return remove_job(self.client, self.keys, lookup_job_id(job_id, "remove"), remove_children=remove_children)
 
     def promote(self, job_id: str) -> None:
         """Move a delayed job to wait (or prioritized) now."""
-        promote_job(self.client, self.keys, str(job_id))
+        promote_job(self.client, self.keys, lookup_job_id(job_id, "promote"))
 
     def change_delay(self, job_id: str, delay_ms: int) -> None:
-        change_delay(self.client, self.keys, str(job_id), delay_ms, self.clock())
+        change_delay(self.client, self.keys, lookup_job_id(job_id, "change_delay"), delay_ms, self.clock())
 
     def update_progress(self, job_id: str, progress: Any) -> None:
-        update_progress(self.client, self.keys, str(job_id), progress)
+        update_progress(self.client, self.keys, lookup_job_id(job_id, "update_progress"), progress)
 
     def log(self, job_id: str, line: str, keep_logs: int | None = None) -> int:
-        return add_log(self.client, self.keys, str(job_id), line, keep_logs)
+        return add_log(self.client, self.keys, lookup_job_id(job_id, "log"), line, keep_logs)
 
     # -- the whole queue ----------------------------------------------------------------------
     def pause(self) -> None:
@@ -181,12 +209,20 @@ class Queue:
 
     def drain(self, include_delayed: bool = False) -> int:
         """Delete waiting (and optionally delayed) jobs; schedulers' pending iterations stay."""
+        _check_flag("drain", "include_delayed", include_delayed)
         return admin.drain(self.client, self.keys, include_delayed)
 
     def obliterate(self, *, force: bool = False) -> None:
         """Delete the queue and everything in it (pauses it first). Active jobs need ``force``."""
+        _check_flag("obliterate", "force", force)
         admin.obliterate(self.client, self.keys, force)
 
     def trim_events(self, max_len: int) -> int:
         """Approximately trim the events stream to ``max_len`` entries; returns how many went."""
         return admin.trim_events(self.client, self.keys, max_len)
+
+
+def _check_flag(operation: str, name: str, value: Any) -> None:
+    """A flag must be a bool: ``drain("yes")`` is a mistake, not a truthy yes."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{operation}: {name}={value!r} must be True or False")

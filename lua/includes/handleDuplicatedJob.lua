@@ -2,17 +2,12 @@
   A custom job id that already exists: nothing is stored, "duplicated" is written and the
   existing id is returned. When the add names a parent and the existing job has none (or the
   same one, or a parent that is gone), the existing job is attached to the new parent: a
-  completed job counts as a processed dependency, any other as a pending one. A job that
-  already belongs to another live parent cannot be re-parented: -7.
+  completed job counts as a processed dependency, any other as a pending one. (A job that
+  already belongs to another live parent was refused with -7 before anything was written.)
 ]]
 local function handleDuplicatedJob(jobKey, jobId, parentKey, parentJson, parentDependenciesKey,
                                    completedKey, eventsKey, maxEvents)
   if parentKey ~= "" then
-    local existingParent = redis.call("HGET", jobKey, "parentKey")
-    if existingParent and existingParent ~= parentKey
-        and redis.call("EXISTS", existingParent) == 1 then
-      return -7
-    end
     if redis.call("ZSCORE", completedKey, jobId) then
       local returnvalue = redis.call("HGET", jobKey, "returnvalue") or "null"
       redis.call("HSET", parentKey .. ":processed", jobKey, returnvalue)

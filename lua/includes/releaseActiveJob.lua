@@ -1,19 +1,22 @@
 --[[
-  The first step of every way out of "active": release this worker's lock, apply the fields
-  the worker sends (failedReason, stacktrace ...), and take the job off the active list.
+  The first step of every way out of "active": release this worker's lock, take the job off the
+  active list and apply the fields the worker sends (failedReason, stacktrace ...).
   Returns 0, or the error code to return: -2/-6 (lock missing / held by another worker),
-  -3 (the job is not in active).
+  -3 (the job is not in active). Both refusals are found before anything is written: the
+  LREM that finds no id removes nothing (docs/protocol.md §6.1).
 ]]
+-- @include "checkLock"
 -- @include "removeLock"
 -- @include "updateJobFieldsFromJson"
 local function releaseActiveJob(jobKey, activeKey, stalledKey, token, jobId, fieldsJson)
-  local code = removeLock(jobKey, stalledKey, token, jobId)
+  local code = checkLock(jobKey, token)
   if code < 0 then
     return code
   end
-  updateJobFieldsFromJson(jobKey, fieldsJson)
   if redis.call("LREM", activeKey, -1, jobId) < 1 then
     return -3
   end
+  removeLock(jobKey, stalledKey, token, jobId)
+  updateJobFieldsFromJson(jobKey, fieldsJson)
   return 0
 end

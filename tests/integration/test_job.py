@@ -137,8 +137,8 @@ def test_remove_from_each_state_writes_removed_with_prev(connection: redis.Redis
     assert not connection.exists(k.job(job.id), k.job_logs(job.id))
     assert job.get_state() == "unknown"
     assert read_events(connection, queue_name)[-1] == ("removed", {"jobId": job.id, "prev": prev})
-    # Removing again is a no-op without a second event.
-    assert job.remove() is True
+    # Removing again finds nothing to remove (False) and writes no second event.
+    assert job.remove() is False
     assert [e for e, _ in read_events(connection, queue_name)].count("removed") == 1
 
 
