@@ -1,7 +1,9 @@
 """The ``echomq`` command line. Each subcommand lives in its own module with a ``register``.
 
 This is the only part of EchoMQ that prints, configures logging or may install signal
-handlers: it is a program, not the library.
+handlers: it is a program, not the library. A user's mistake or an unreachable Redis ends a
+command with one line on stderr and a non-zero status (2 for a bad argument, 1 for Redis),
+never with a traceback: ``main`` turns the library's errors into that line.
 """
 
 from __future__ import annotations
@@ -11,15 +13,29 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+import redis
 
 from .._version import __version__
+from ..errors import EchoMQError
+from ..transport.connection import redact_url
 
 # Subcommand modules under echomq/cli/, each exposing register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("next_runs", "schedulers", "events", "demo")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error reported as one line (argparse prints the usage block too).
+
+    Subcommand parsers are built from the same class (argparse uses the parent's type)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="echomq", description="EchoMQ: jobs, schedules and events on Redis.")
+    parser = Parser(prog="echomq", description="EchoMQ: jobs, schedules and events on Redis.")
     parser.add_argument("--version", action="version", version=f"echomq {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -36,7 +52,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    return int(args.handler(args) or 0)
+    command = " ".join(part for part in ("echomq", args.command, getattr(args, f"{args.command}_command", None))
+                       if part)
+    where = redact_url(args.redis) if getattr(args, "redis", None) else "the configured server"
+    try:
+        return int(args.handler(args) or 0)
+    except redis.AuthenticationError as exc:
+        return _fail(f"{command}: Redis at {where} refused the login: {exc}", 1)
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        return _fail(f"{command}: cannot reach Redis at {where}: {exc}", 1)
+    except redis.RedisError as exc:
+        return _fail(f"{command}: Redis at {where} answered with an error: {exc}", 1)
+    except EchoMQError as exc:
+        return _fail(f"{command}: error: {exc}", 2)
+
+
+def _fail(line: str, status: int) -> int:
+    sys.stderr.write(" ".join(line.split()) + "\n")  # one line, whatever the message holds
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

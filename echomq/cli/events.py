@@ -8,9 +8,11 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from ..errors import InvalidInputError
 from ..events import QueueEvents
+from ..events.cursor import validate_start_id
 from ..protocol.events import EventType, GapNotice
-from .options import add_queue_options, open_client
+from .options import add_queue_options, open_client, positive_int
 
 
 def format_event(event_type: Any, data: dict[str, Any]) -> str:
@@ -27,7 +29,11 @@ def format_event(event_type: Any, data: dict[str, Any]) -> str:
 
 
 class EventPrinter:
-    """The printing subscriber; counts what it printed so ``--limit`` can stop the tail."""
+    """The printing subscriber; counts what it printed so ``--limit`` can stop the tail.
+
+    One read hands the reader a whole batch, and the rest of it is delivered before the tail
+    gets to close the reader: once the limit is reached, the printer ignores what follows.
+    """
 
     def __init__(self, out: TextIO, limit: int | None = None) -> None:
         self.out = out
@@ -36,12 +42,22 @@ class EventPrinter:
         self.enough = threading.Event()
 
     def __call__(self, event_type: Any, data: dict[str, Any]) -> None:
+        if self.enough.is_set():
+            return
         self.out.write(format_event(event_type, data) + "\n")
         self.out.flush()
         if not isinstance(event_type, GapNotice):
             self.printed += 1
             if self.limit is not None and self.printed >= self.limit:
                 self.enough.set()
+
+
+def start_id(text: str) -> str:
+    """``--from``: QueueEvents' own check of a start id, reported as the option's error."""
+    try:
+        return validate_start_id(text)
+    except InvalidInputError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not '$', '0' or an entry id like '1700000000000-0'") from None
 
 
 def tail(args: argparse.Namespace) -> int:
@@ -63,11 +79,10 @@ def tail(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("events", help="read a queue's events stream")
-    commands = parser.add_subparsers(dest="events_command", metavar="SUBCOMMAND")
+    commands = parser.add_subparsers(dest="events_command", metavar="SUBCOMMAND", required=True)
     tail_parser = commands.add_parser("tail", help="print events as they arrive")
     add_queue_options(tail_parser)
-    tail_parser.add_argument("--from", dest="from_id", default="$",
+    tail_parser.add_argument("--from", dest="from_id", default="$", type=start_id,
                              help="'$' (new events only, the default), '0' (replay) or an entry id")
-    tail_parser.add_argument("--limit", type=int, default=None, help="exit after this many events")
+    tail_parser.add_argument("--limit", type=positive_int, default=None, help="exit after this many events")
     tail_parser.set_defaults(handler=tail)
-    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])

@@ -1,26 +1,61 @@
 """The options every command that talks to a queue shares, declared once.
 
 ``--redis`` (default ``$REDIS_URL``, else the local server), ``--prefix`` and ``--queue``,
-plus ``--json`` for commands that print records.
+plus ``--json`` for commands that print records. Each is checked as argparse parses it (a
+``type=``), so a bad one is a usage error naming the option, before anything connects.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
-from ..protocol.keys import DEFAULT_PREFIX
+from ..errors import InvalidInputError
+from ..protocol.keys import DEFAULT_PREFIX, validate_prefix, validate_queue_name
+from ..transport.connection import resolve_connection
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 
+def checked(check: Callable[[Any], Any], name: str) -> Callable[[str], str]:
+    """An argparse ``type=`` that runs the library's own check (InvalidInputError -> usage error)."""
+    def parse(text: str) -> str:
+        try:
+            check(text)
+        except InvalidInputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = name  # argparse names the type in its message when it fails otherwise
+    return parse
+
+
+def _redis_url(text: str) -> None:
+    resolve_connection(text).close()  # parses the URL; connects nothing
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type=`` for counts that must be at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 def add_queue_options(parser: argparse.ArgumentParser, *, json_output: bool = False) -> None:
-    parser.add_argument("--queue", required=True, help="queue name (without braces)")
+    parser.add_argument("--queue", required=True, type=checked(validate_queue_name, "queue name"),
+                        help="queue name (without braces)")
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
-                        help="Redis URL (default: $REDIS_URL or %(default)s)")
-    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="key prefix (default: %(default)s)")
+                        type=checked(_redis_url, "Redis URL"), help="Redis URL (default: $REDIS_URL or %(default)s)")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, type=checked(validate_prefix, "prefix"),
+                        help="key prefix (default: %(default)s)")
     if json_output:
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

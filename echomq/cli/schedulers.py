@@ -2,6 +2,11 @@
 
 Tables show the next run in UTC and in the scheduler's own zone, which is what an operator
 compares with the cron pattern; ``--json`` prints the records for scripts.
+
+``upsert`` on an existing scheduler replaces its schedule (``--every``/``--pattern`` and the
+options that go with them) but keeps each part of its job template (name, data, opts) that the
+command does not give: changing a period should not wipe what the jobs carry. Giving a part
+replaces it; ``--data '{}'`` and ``--opts '{}'`` clear them.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from typing import Any, TextIO
 
 import redis
 
-from ..errors import EchoMQError
-from ..schedule import JobScheduler, SchedulerRecord
+from ..errors import EchoMQError, InvalidJobOptionsError
+from ..schedule import JobScheduler, SchedulerRecord, calculate_next_millis
 from .options import add_queue_options, open_client
 
 COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
@@ -97,19 +102,55 @@ def _date_arg(text: str | None) -> int | str | None:
     return int(text) if text is not None and text.isdigit() else text
 
 
+def _template(args: argparse.Namespace, existing: SchedulerRecord | None, data: Any,
+              opts: Any) -> tuple[Any, Any, Any, list[str]]:
+    """Name, data and opts for the upsert, and which of them are kept from ``existing``."""
+    name = args.name
+    kept: list[str] = []
+    if existing is None:
+        return name, data, opts, kept
+    if name is None:
+        name = existing.name
+        kept.append("name")
+    stored_data = existing.raw.get("data")
+    if args.data is None and stored_data:
+        try:
+            data = json.loads(stored_data)
+        except ValueError:
+            raise EchoMQError(f"scheduler {args.id!r}: its stored data is not JSON and cannot be kept; "
+                              "give --data to replace it") from None
+        kept.append("data")
+    if args.opts is None and existing.raw.get("opts"):
+        opts = existing.template_opts
+        kept.append("opts")
+    return name, data, opts, kept
+
+
+def _kept_line(kept: list[str]) -> str:
+    parts = kept[0] if len(kept) == 1 else ", ".join(kept[:-1]) + " and " + kept[-1]
+    return f"kept the existing job {parts} (give --name, --data or --opts to replace them)\n"
+
+
 def cmd_upsert(args: argparse.Namespace) -> int:
     repeat: dict[str, Any] = {"every": args.every, "pattern": args.pattern, "tz": args.tz,
                               "start_date": _date_arg(args.start_date), "end_date": _date_arg(args.end_date),
                               "limit": args.limit, "offset": args.offset}
     if args.immediately:
         repeat["immediately"] = True
+    repeat = {k: v for k, v in repeat.items() if v is not None}
     client, sched = _scheduler(args)
+    kept: list[str] = []
     try:
-        iteration = sched.upsert(args.id, {k: v for k, v in repeat.items() if v is not None}, args.name,
-                                 _json_arg(args.data, "data"), _json_arg(args.opts, "opts"))
+        # Bad input is refused before anything connects (the template lookup reads Redis).
+        data, opts = _json_arg(args.data, "data"), _json_arg(args.opts, "opts")
+        calculate_next_millis(repeat)  # the one validator of repeat options; pure
+        name, data, opts, kept = _template(args, sched.get(args.id), data, opts)
+        iteration = sched.upsert(args.id, repeat, name, data, opts)
         record = sched.get(args.id)
     except EchoMQError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        hint = " (the existing template cannot be kept as it is: give --name, --data or --opts)" \
+            if kept and isinstance(exc, InvalidJobOptionsError) else ""
+        sys.stderr.write(f"error: {exc}{hint}\n")
         return 2
     finally:
         client.close()
@@ -117,10 +158,12 @@ def cmd_upsert(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps({
             "iteration": None if iteration is None else
             {"job_id": iteration.job_id, "delay": iteration.delay, "due": iteration.due_ms},
-            "scheduler": None if record is None else record.to_dict()}, indent=2) + "\n")
+            "scheduler": None if record is None else record.to_dict(), "kept_template": kept}, indent=2) + "\n")
     else:
         sys.stdout.write("no iteration scheduled (no run left before end date)\n" if iteration is None
                          else f"scheduled {iteration.job_id} in {iteration.delay} ms\n")
+        if kept:
+            sys.stdout.write(_kept_line(kept))
         if record is not None:
             print_table([record], sys.stdout)
     return 0
@@ -141,7 +184,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("schedulers", help="list, show, create or remove job schedulers")
-    commands = parser.add_subparsers(dest="schedulers_command", metavar="SUBCOMMAND")
+    commands = parser.add_subparsers(dest="schedulers_command", metavar="SUBCOMMAND", required=True)
 
     p = commands.add_parser("list", help="all schedulers, latest next run first")
     add_queue_options(p, json_output=True)
@@ -155,7 +198,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("id")
     p.set_defaults(handler=cmd_get)
 
-    p = commands.add_parser("upsert", help="create or replace a scheduler")
+    p = commands.add_parser(
+        "upsert", help="create a scheduler, or replace its schedule",
+        description="Create a scheduler, or replace the schedule of an existing one. Its job template "
+                    "(--name, --data, --opts) is kept for each part not given; '{}' clears data or opts.")
     add_queue_options(p, json_output=True)
     p.add_argument("id")
     kind = p.add_mutually_exclusive_group(required=True)
@@ -167,9 +213,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit", type=int, help="stop after this many iterations")
     p.add_argument("--offset", type=int, help="phase within the period (every only), ms")
     p.add_argument("--immediately", action="store_true", help="first run now (pattern)")
-    p.add_argument("--name", help="job name (default: the scheduler id)")
-    p.add_argument("--data", help="job data, JSON")
-    p.add_argument("--opts", help='job options, JSON with snake_case keys, e.g. \'{"attempts": 3}\'')
+    p.add_argument("--name", help="job name (default: the existing scheduler's, else the scheduler id)")
+    p.add_argument("--data", help="job data, JSON (default: the existing scheduler's, else none)")
+    p.add_argument("--opts", help='job options, JSON with snake_case keys, e.g. \'{"attempts": 3}\' '
+                                  "(default: the existing scheduler's, else none)")
     p.set_defaults(handler=cmd_upsert)
 
     p = commands.add_parser("remove", help="remove a scheduler and its pending iteration")
@@ -177,4 +224,3 @@ def register(subparsers: Any) -> None:
     p.add_argument("id", help="scheduler id (the key list/get report)")
     p.set_defaults(handler=cmd_remove)
 
-    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])

@@ -1,7 +1,8 @@
 """Live job events (docs/events.md): ``queue_events`` (the QueueEvents reader thread and its
-lifecycle), ``subscribers`` (who gets each event, the Handler base class) and ``cursor``
-(where the reader stands and what was trimmed ahead of it). The wire contract itself, the
-event types and their decoding, is ``protocol.events``.
+lifecycle), ``delivery`` (handing each read's entries on, the hot path), ``subscribers`` (who
+gets each event, the Handler base class), ``cursor`` (where the reader stands and what was
+trimmed ahead of it) and ``settings`` (the checks that refuse bad settings at construction).
+The wire contract itself, the event types and their decoding, is ``protocol.events``.
 """
 
 from ..protocol.events import EventType, GapNotice, parse_event_type

@@ -23,14 +23,25 @@ from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.events import GapNotice
 
-_STREAM_ID = re.compile(r"^\d+(-\d+)?$")
+# ASCII digits only (``\d`` also takes other scripts' digits, which Redis refuses), matched as a
+# whole (``$`` in a pattern would let a trailing newline through).
+_STREAM_ID = re.compile(r"([0-9]+)(?:-([0-9]+))?", re.ASCII)
 _REPLAY = ("0", "0-0")
+#: Both parts of a stream id are unsigned 64-bit integers in Redis.
+_MAX_ID_PART = 2**64 - 1
 
 
 def validate_start_id(value: Any) -> str:
-    if not isinstance(value, str) or not (value == "$" or _STREAM_ID.match(value)):
-        raise InvalidInputError(f"last_event_id {value!r} must be '$', '0' or a stream id like '1700000000000-0'")
-    return value
+    """``"$"``, or an id Redis would take in XREAD: ``<ms>`` or ``<ms>-<seq>`` (``"0"`` replays).
+
+    ``">"`` is not one: it means "never delivered to this group" and only exists for consumer
+    groups, which QueueEvents does not use (docs/protocol.md §5.3).
+    """
+    if isinstance(value, str):
+        match = _STREAM_ID.fullmatch(value)
+        if value == "$" or (match and all(int(part) <= _MAX_ID_PART for part in match.groups() if part)):
+            return value
+    raise InvalidInputError(f"last_event_id {value!r} must be '$', '0' or a stream id like '1700000000000-0'")
 
 
 def parse_stream_id(stream_id: str) -> tuple[int, int]:

@@ -12,7 +12,10 @@ BullMQ's consumer where BullMQ loses or hides events (docs/protocol.md §5.3):
   cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``);
 - ``close()`` unblocks the read (``transport.blocking``: CLIENT UNBLOCK from a second
   connection, else shutting the socket), so it returns in milliseconds instead of after the
-  block, and disconnects every connection the reader opened.
+  block, and disconnects every connection the reader opened. ``close(timeout)`` is a bound even
+  when Redis hangs: a reader it could not stop in time is logged and left to end on its own;
+- ``start()`` either leaves a reader running from a resolved cursor or raises (Redis
+  unreachable or refusing) and leaves nothing running, so it can simply be called again.
 
 The host owns the thread: nothing starts at import or construction.
 """
@@ -27,12 +30,13 @@ from typing import Any
 import redis
 
 from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
-from ..protocol.events import DECODING_BY_WIRE, decode_entry
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..transport.blocking import BlockingConnection
-from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard
+from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard, without_retries
 from ..types import Subscriber
 from .cursor import StreamCursor, info_dict
+from .delivery import deliver
+from .settings import check_block_ms, check_count, check_handler
 from .subscribers import Handler, Subscribers
 
 log = logging.getLogger(__name__)
@@ -63,17 +67,12 @@ class QueueEvents:
     ) -> None:
         self._keys = QueueKeys(queue_name, prefix)
         self._position = StreamCursor(last_event_id)
-        if isinstance(block_ms, bool) or not isinstance(block_ms, int) or block_ms <= 0:
-            raise InvalidInputError(f"block_ms {block_ms!r} must be a positive int (milliseconds)")
-        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-            raise InvalidInputError(f"count {count!r} must be a positive int")
-        if handler is not None and not callable(getattr(handler, "handle_event", None)):
-            raise InvalidInputError(f"handler {handler!r} must have a handle_event(event_type, event_data) method")
+        self.block_ms = check_block_ms(block_ms)
+        self.count = check_count(count)
+        check_handler(handler)
         self._connections = Connections(connection)
         self.queue_name = queue_name
         self.events_key = self._keys.events
-        self.block_ms = block_ms
-        self.count = count
 
         self._subscribers = Subscribers(handler)
         self._lock = threading.Lock()
@@ -113,14 +112,26 @@ class QueueEvents:
 
     @property
     def running(self) -> bool:
-        return self._running and not self._done.is_set()
+        """True while a reader started by start()/run() reads, in this process (a forked child's
+        copy is not running: the reader thread exists only in the parent)."""
+        return self._running and not self._done.is_set() and not self._guard.foreign()
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> QueueEvents:
-        """Start the reader thread. ``"$"`` is resolved before this returns (when Redis answers)."""
+        """Start the reader thread once its connection works and ``"$"`` is resolved.
+
+        When Redis cannot be reached or refuses the reader (``redis.ConnectionError``,
+        ``redis.ResponseError`` ...), that error is raised and nothing is left running: call
+        ``start()`` again later. Once started, lost connections are retried in the background.
+        """
         self._begin()
-        self._thread = threading.Thread(target=self._loop, name=f"echomq-events-{self.queue_name}", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._loop, name=f"echomq-events-{self.queue_name}", daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            self._abandon_start()
+            raise
+        self._thread = thread
         return self
 
     def run(self) -> None:
@@ -136,15 +147,20 @@ class QueueEvents:
             if self._running:
                 raise InvalidInputError(f"QueueEvents for queue {self.queue_name!r} is already running")
             self._running = True
-        self._guard.claim()
         try:
             self._connect()
-        except CONNECTION_ERRORS as exc:
-            # No producer can write while Redis is unreachable, so resolving "$" on the first
-            # successful connection loses nothing; the loop retries with backoff.
-            log.warning("QueueEvents %r: Redis unreachable at start (%s); retrying in the background",
-                        self.queue_name, exc)
-            self._drop_connection()
+        except BaseException:
+            # Not started: raising (rather than retrying in the background) keeps the promise
+            # that "$" is resolved when start() returns, and leaves nothing for close() to wait for.
+            self._abandon_start()
+            raise
+        self._guard.claim()
+
+    def _abandon_start(self) -> None:
+        """Undo a start that failed, so that ``running`` is False and ``start()`` may be retried."""
+        self._drop_connection()
+        with self._lock:
+            self._running = False
 
     def _blocking_connection(self) -> BlockingConnection:
         """The dedicated reading connection (socket timeout = block + margin, named like BullMQ's
@@ -158,6 +174,9 @@ class QueueEvents:
                 # of an exception that would make the same reply fail forever.
                 decode_responses=True,
                 encoding_errors="replace",
+                # Our loop reconnects with its own backoff and checks for close() in between;
+                # redis-py retrying inside a connect would hide that from both.
+                **without_retries(),
             )
         return self._blocking
 
@@ -209,8 +228,13 @@ class QueueEvents:
             if self._done.wait(wait):
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                log.warning("QueueEvents %r: reader did not stop within %.3fs", self.queue_name, timeout)
-                self._release_on_exit = True  # a subscriber holds it: it cleans up when it ends
+                # A subscriber still running, or a (re)connect to a Redis that does not answer:
+                # neither can be cut short from here. The thread releases the connections itself.
+                self._release_on_exit = True
+                thread = self._loop_thread
+                log.warning("QueueEvents %r: reader did not stop within %.3fs; left behind: thread %r "
+                            "(in a subscriber or waiting on Redis) and its connections, closed when it ends",
+                            self.queue_name, timeout, thread.name if thread is not None else None)
                 return
         if self._thread is not None:
             self._thread.join(0 if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -330,49 +354,9 @@ class QueueEvents:
         return info, reply[0][1]
 
     def _deliver(self, entries: list[Any]) -> int:
-        """Hand each entry to the handler and the subscribers, advancing the cursor entry by
-        entry; stops after the current entry when close() was called.
+        """Deliver a read's entries (``delivery.deliver``); stops after the current entry once
+        close() was called."""
+        return deliver(entries, self._subscribers, self._position, self.queue_name, self._is_stopping)
 
-        This is the hot path of a replay, so it inlines ``protocol.events.decode_entry`` for
-        the reply our own connection gives (flat lists of str: it decodes UTF-8 in the parser),
-        and checks for subscription changes and stop requests with one identity test.
-        """
-        registry = self._subscribers
-        version = registry.version
-        callbacks = registry.callbacks
-        by_wire = DECODING_BY_WIRE
-        delivered = 0
-        cursor = self._position.id
-        try:
-            for entry_id, fields in entries:
-                if fields.__class__ is list and fields and fields[0].__class__ is str:
-                    it = iter(fields)
-                    data = dict(zip(it, it))
-                    wire = data.pop("event", "")
-                    spec = by_wire.get(wire)
-                    if spec is None:
-                        event_type = wire  # custom or unknown: passed through as the plain str
-                    else:
-                        event_type, name, decode = spec
-                        if name is not None:
-                            raw = data.get(name)
-                            if raw is not None:
-                                data[name] = decode(raw)  # type: ignore[misc]
-                    data["event_id"] = cursor = entry_id
-                else:
-                    event_type, data = decode_entry(entry_id, fields)
-                    cursor = data["event_id"]
-                delivered += 1
-                for callback in callbacks:
-                    try:
-                        callback(event_type, data)
-                    except Exception:  # noqa: BLE001 - logged with its traceback by log_failure
-                        registry.log_failure(callback, self.queue_name, event_type, cursor)
-                if version is not registry.version:
-                    if self._stopping:
-                        break
-                    version, callbacks = registry.version, registry.callbacks
-        finally:
-            if delivered:
-                self._position.advance(cursor, delivered)  # type: ignore[arg-type]
-        return delivered
+    def _is_stopping(self) -> bool:
+        return self._stopping

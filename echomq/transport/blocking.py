@@ -10,6 +10,12 @@ refused (an ACL without CLIENT, an old fakeredis) the reader's socket is shut in
 The reading thread owns the socket: it calls :meth:`connect`, sends and reads on
 :attr:`conn`, and :meth:`drop`\\ s the socket after an error. Other threads only call
 :meth:`interrupt` and, once the reader is done, :meth:`close`.
+
+Every call on the way out is bounded, also when Redis hangs (a stopped server, a partition
+that resets nothing): CLIENT UNBLOCK waits at most ``CONTROL_TIMEOUT_S`` to connect and as long
+for its reply, without the host's retry policy; a control connection that timed out is not
+tried again until the reader reconnects (its socket is shut instead); dropping and closing
+only shut and close local sockets.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ from typing import Any
 
 import redis
 
-from .connection import BLOCK_SOCKET_MARGIN_S, Connections
+from .connection import BLOCK_SOCKET_MARGIN_S, CONNECTION_ERRORS, Connections, without_retries
 
 log = logging.getLogger(__name__)
 
-#: Socket timeout of the control connection that sends CLIENT UNBLOCK.
-CONTROL_TIMEOUT_S = 2.0
+#: Connect and read timeout of the control connection that sends CLIENT UNBLOCK. A healthy
+#: Redis answers in well under a millisecond; past this, the reader's socket is shut instead.
+CONTROL_TIMEOUT_S = 0.5
 
 
 class BlockingConnection:
@@ -39,6 +46,7 @@ class BlockingConnection:
         self._client = connections.dedicated(socket_timeout=max_block_s + BLOCK_SOCKET_MARGIN_S,
                                              client_name=client_name, **overrides)
         self._control: redis.Redis | None = None
+        self._control_unanswered = False  # CLIENT UNBLOCK timed out: Redis hangs, do not wait again
         self._lock = threading.Lock()
         self.conn: Any = None
         self.client_id: int | None = None
@@ -57,6 +65,7 @@ class BlockingConnection:
             raise
         with self._lock:
             self.conn, self.client_id = conn, client_id
+            self._control_unanswered = False  # Redis answered again: CLIENT UNBLOCK may work again
         return conn
 
     def drop(self) -> None:
@@ -73,13 +82,20 @@ class BlockingConnection:
         client_id = self.client_id
         if client_id is None:
             return False
-        try:
-            if self._control is None:
-                self._control = self._connections.dedicated(socket_timeout=CONTROL_TIMEOUT_S)
-            control: Any = self._control
-            return bool(control.execute_command("CLIENT", "UNBLOCK", client_id))
-        except Exception as exc:  # noqa: BLE001 - every failure here has the same fallback
-            log.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
+        if not self._control_unanswered:
+            try:
+                if self._control is None:
+                    self._control = self._connections.dedicated(
+                        socket_timeout=CONTROL_TIMEOUT_S, socket_connect_timeout=CONTROL_TIMEOUT_S,
+                        **without_retries())
+                control: Any = self._control
+                return bool(control.execute_command("CLIENT", "UNBLOCK", client_id))
+            except CONNECTION_ERRORS as exc:
+                # Redis did not answer in time: each later interrupt would wait as long again.
+                self._control_unanswered = True
+                log.debug("CLIENT UNBLOCK unanswered (%s); shutting the reader's socket", exc)
+            except Exception as exc:  # noqa: BLE001 - refused (ACL, old fakeredis): the same fallback
+                log.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
         with self._lock:
             sock = getattr(self.conn, "_sock", None)
             if sock is not None:

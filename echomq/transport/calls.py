@@ -14,6 +14,8 @@ call again: a flushed cache costs one round trip, never an error.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -100,6 +102,15 @@ class PinnedConnection:
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             raise
+
+    def interrupt(self) -> None:
+        """From another thread: cut the call in progress, if any, by shutting the socket (for a
+        server that stopped answering). The owner's read fails with ConnectionError; its next
+        call reconnects."""
+        sock = getattr(self.conn, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def release(self) -> None:
         if self.conn is not None:

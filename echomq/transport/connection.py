@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ..errors import ForkedProcessError, InvalidInputError
 
@@ -42,17 +46,52 @@ _RUNTIME_ONLY_KWARGS = frozenset({
 })
 
 
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages and logs (a URL may carry credentials)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    query = re.sub(r"(?i)((?:^|&)password=)[^&]*", r"\1***", parts.query)
+    netloc = parts.netloc
+    if parts.password is not None:
+        host = netloc.rpartition("@")[2]
+        netloc = (f"{parts.username}:***@" if parts.username else ":***@") + host
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
 def resolve_connection(connection: Connection) -> redis.Redis:
-    """Accept a ``redis.Redis`` (or a fakeredis client) or a ``redis://`` URL."""
+    """Accept a ``redis.Redis`` (or a fakeredis client) or a ``redis://`` URL.
+
+    A URL is checked here, before any component is built on it, so a bad one (wrong scheme, a
+    port that is not a number) is refused by name, not when the first command runs.
+    """
     if isinstance(connection, str):
         if not connection.startswith(("redis://", "rediss://", "unix://")):
-            raise InvalidInputError(f"connection URL {connection!r} must start with redis://, rediss:// or unix://")
-        return redis.Redis.from_url(connection)
+            raise InvalidInputError(
+                f"connection URL {redact_url(connection)!r} must start with redis://, rediss:// or unix://")
+        try:
+            return redis.Redis.from_url(connection)  # parses host, port and options; connects nothing
+        except ValueError as exc:
+            raise InvalidInputError(f"connection URL {redact_url(connection)!r}: {exc}") from None
     if isinstance(connection, redis.Redis):
         return connection
     raise InvalidInputError(
         f"connection must be a redis.Redis or a redis:// URL, got {type(connection).__name__}"
     )
+
+
+def without_retries() -> dict[str, Any]:
+    """Client settings that make redis-py fail at once instead of retrying with backoff.
+
+    redis-py 6+ retries a timed-out or refused command (10 times, with backoff, for a client
+    built by ``redis.Redis(...)``), inside the call. That is right for a host's client but wrong
+    for a component with a reconnect loop of its own, and for the short calls of a ``close()``:
+    retried, a 0.5 s timeout becomes half a minute against a Redis that hangs.
+    """
+    return {"retry": Retry(NoBackoff(), 0)}
 
 
 def is_fake(connection: redis.Redis) -> bool:
@@ -78,7 +117,7 @@ def dedicated_client(
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in _RUNTIME_ONLY_KWARGS}
     kwargs["socket_timeout"] = socket_timeout
     kwargs.update(overrides)
-    if client_name is not None and not is_fake(connection):
+    if client_name is not None:
         kwargs["client_name"] = client_name
     new_pool = pool.__class__(connection_class=pool.connection_class, max_connections=4, **kwargs)
     return type(connection)(connection_pool=new_pool)
@@ -90,7 +129,8 @@ def close_client(client: redis.Redis) -> None:
     try:
         client.close()
         client.connection_pool.disconnect()
-    except (redis.RedisError, OSError):
+    except (redis.RedisError, OSError, ValueError):
+        # ValueError: fakeredis's socket refuses a close while another thread reads from it.
         pass
 
 
@@ -171,6 +211,11 @@ class PidGuard:
     def claim(self) -> None:
         with self._lock:
             self._pid = os.getpid()
+
+    def foreign(self) -> bool:
+        """True in a forked child of the process that claimed the component: what runs there
+        (threads, sockets) is the parent's, so the child must treat it as not running."""
+        return self._pid is not None and self._pid != os.getpid()
 
     def check(self, what: str) -> None:
         if self._pid is not None and self._pid != os.getpid():

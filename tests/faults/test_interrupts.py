@@ -5,6 +5,9 @@ for a user whose ACL refuses it (the socket is shut instead), and leaves no warn
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -12,6 +15,8 @@ import pytest
 import redis
 
 from echomq import QueueEvents, Worker
+from echomq.transport.blocking import BlockingConnection
+from echomq.transport.connection import Connections
 
 from support.workers import wait_until
 
@@ -62,3 +67,45 @@ def test_close_cuts_a_blocked_read_short(redis_server_factory: Any, kind: str, r
     assert took < 1.0, f"close() took {took:.2f} s"
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert (unblocks_refused(server) > 0) == bool(rules)
+
+
+@pytest.mark.real_only
+@pytest.mark.parametrize("kind", ["client", "url"])
+def test_interrupt_is_bounded_when_redis_hangs(redis_server_factory: Any, kind: str) -> None:
+    """The transport's own bound, whoever blocks (a Worker's marker wait, a reader's XREAD): with
+    the server SIGSTOPped, CLIENT UNBLOCK cannot be answered; interrupt() gives up on it quickly
+    (once, not per retry of the host's retry policy), shuts the reader's socket instead, and
+    later calls do not wait again."""
+    server = redis_server_factory(persistent=False)
+    connections = Connections(redis.Redis(port=server.port) if kind == "client" else server.url)
+    blocking = BlockingConnection(connections, max_block_s=BLOCK_S, client_name="interrupts:test")
+    conn = blocking.connect()
+    outcome: list[BaseException | object] = []
+
+    def read() -> None:
+        conn.send_command("BZPOPMIN", "interrupts:marker", BLOCK_S)
+        try:
+            outcome.append(conn.read_response())
+        except Exception as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(0.3)
+    assert server.process is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert blocking.interrupt() is True
+        took = time.monotonic() - started
+        reader.join(1.0)
+        assert not reader.is_alive(), "the blocked read was not cut"
+        assert isinstance(outcome[0], (redis.RedisError, OSError))  # cut: an error, not a reply
+        assert took < 1.5, f"interrupt() took {took:.2f} s"
+        started = time.monotonic()
+        blocking.interrupt()
+        blocking.close()
+        connections.close()
+        assert time.monotonic() - started < 0.2
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)

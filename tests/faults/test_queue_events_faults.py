@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -11,6 +14,8 @@ import redis
 
 from echomq import GapNotice, QueueEvents
 from echomq.protocol.keys import QueueKeys
+
+from support.workers import wait_until
 
 pytestmark = pytest.mark.real_only
 
@@ -129,3 +134,57 @@ def test_dollar_without_xinfo_permission_still_starts_at_the_tail(redis_server_f
         after = write(admin, 3, 2)
         collector.wait_for_count(2)
     assert collector.ids() == after
+
+
+@pytest.mark.parametrize("kind", ["client", "url"])
+def test_close_is_bounded_when_redis_hangs_mid_read(redis_server_factory: Any, kind: str,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """SIGSTOP: the server still accepts connections but answers nothing, as in a partition
+    without reset. close(timeout) returns within its bound, and the reader is gone."""
+    server = redis_server_factory(persistent=False)
+    # A client built by the host (redis-py's default retry policy) or a URL the reader owns.
+    connection: Any = redis.Redis(port=server.port) if kind == "client" else server.url
+    qe = QueueEvents(connection, "faults", block_ms=5000).start()
+    time.sleep(0.3)  # into XREAD BLOCK 5000
+    assert server.process is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="echomq"):
+            started = time.monotonic()
+            qe.close(timeout=2)
+            took = time.monotonic() - started
+        assert took < 2.5, f"close(timeout=2) took {took:.2f} s"
+        assert not qe.running  # the reader's socket was shut: the reader ended, nothing left behind
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    server.stop()
+
+
+def test_close_is_bounded_and_logs_a_reader_stuck_reconnecting(redis_server_factory: Any,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """The reader lost its connection and reconnects to a server that hangs: nothing can cut a
+    connect short, so close(timeout) returns at its bound and says what it left behind; the
+    reader ends (and closes its connections) as soon as Redis answers again."""
+    server = redis_server_factory(persistent=False)
+    admin = redis.Redis(port=server.port)
+    qe = QueueEvents(redis.Redis(port=server.port), "faults", block_ms=1000).start()
+    assert server.process is not None
+    try:
+        time.sleep(0.2)
+        assert qe._blocking is not None and qe._blocking.client_id is not None
+        admin.client_kill_filter(_id=qe._blocking.client_id)
+        os.kill(server.process.pid, signal.SIGSTOP)  # before the reader's reconnect (it backs off first)
+        time.sleep(0.3)  # past the backoff: the reader is connecting, and Redis does not answer
+        with caplog.at_level(logging.WARNING, logger="echomq"):
+            started = time.monotonic()
+            qe.close(timeout=1)
+            took = time.monotonic() - started
+        assert took < 1.5, f"close(timeout=1) took {took:.2f} s"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert any("did not stop" in m for m in warnings), warnings
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert wait_until(lambda: not qe.running, timeout=15)
+    assert wait_until(lambda: not [c for c in admin.client_list() if c["name"].endswith(":qe")], timeout=5)
+    admin.close()

@@ -7,6 +7,8 @@ import io
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import fakeredis
@@ -80,3 +82,36 @@ def test_make_demo_command_runs_with_no_server() -> None:
     assert done.returncode == 0, done.stderr
     assert "embedded fakeredis" in done.stdout
     assert " completed " in done.stdout and "Worker closed in" in done.stdout
+
+
+def test_events_tail_limit_stops_inside_a_batch(url_connection: redis.Redis, server_url: str, queue_name: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # One read hands the reader all ten entries at once; --limit 2 still prints two.
+    key = QueueKeys(queue_name).events
+    ids = [url_connection.xadd(key, {"event": "waiting", "jobId": str(n)}).decode() for n in range(10)]
+    args = parse(["events", "tail", "--queue", queue_name, "--redis", server_url, "--from", "0", "--limit", "2"])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == ids[:2]
+
+
+def test_events_tail_limit_counts_live_events_too(url_connection: redis.Redis, server_url: str, queue_name: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    key = QueueKeys(queue_name).events
+    url_connection.xadd(key, {"event": "paused"})  # before the tail: "$" skips it
+    args = parse(["events", "tail", "--queue", queue_name, "--redis", server_url, "--limit", "3"])
+    done: list[int] = []
+    runner = threading.Thread(target=lambda: done.append(args.handler(args)), daemon=True)
+    runner.start()
+    # The tail resolves "$" at start; keep writing batches of 5 until it has had enough.
+    deadline = time.monotonic() + 10
+    written: list[str] = []
+    while runner.is_alive() and time.monotonic() < deadline:
+        with url_connection.pipeline(transaction=False) as pipe:
+            for n in range(5):
+                pipe.xadd(key, {"event": "waiting", "jobId": f"{len(written)}-{n}"})
+            written += [i.decode() for i in pipe.execute()]
+        runner.join(0.1)
+    assert not runner.is_alive() and done == [0]
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and [line.split()[0] for line in out] == written[written.index(out[0].split()[0]):][:3]

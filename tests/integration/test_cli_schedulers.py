@@ -50,3 +50,56 @@ def test_bad_input_is_an_error_message_not_a_traceback(capsys, url_connection, s
     assert code == 2 and err.startswith("error: ") and out == ""
     code, _, err = run(capsys, "schedulers", "get", "x", "--queue", queue_name, "--redis", server_url)
     assert code == 1 and "no scheduler 'x'" in err
+
+
+def test_upsert_without_a_template_keeps_the_existing_one(capsys, url_connection, server_url, queue_name):
+    common = ("--queue", queue_name, "--redis", server_url)
+    code, _, _ = run(capsys, "schedulers", "upsert", "report", *common, "--every", "60000", "--name", "build-report",
+                     "--data", '{"to": "ops@example.com", "n": [1, 2]}',
+                     "--opts", '{"attempts": 3, "backoff": {"type": "exponential", "delay": 1000}, '
+                               '"remove_on_complete": 10}')
+    assert code == 0
+    before = JobScheduler(url_connection, queue_name).get("report")
+    assert before is not None and before.name == "build-report"
+
+    # Only the schedule changes (the period here); name, data and opts stay as they were.
+    code, out, err = run(capsys, "schedulers", "upsert", "report", *common, "--every", "120000")
+    assert code == 0 and err == ""
+    assert "kept the existing job name, data and opts" in out
+    after = JobScheduler(url_connection, queue_name).get("report")
+    assert after is not None and after.every == 120000
+    assert after.name == "build-report"
+    assert after.template_data == {"to": "ops@example.com", "n": [1, 2]}
+    assert after.template_opts == before.template_opts == {
+        "attempts": 3, "backoff": {"type": "exponential", "delay": 1000}, "remove_on_complete": 10}
+    # The pending iteration is built from the kept template too.
+    job = url_connection.hgetall(f"emq:{{{queue_name}}}:repeat:report:{after.next_millis}")
+    assert job[b"name"] == b"build-report" and json.loads(job[b"data"]) == {"to": "ops@example.com", "n": [1, 2]}
+
+
+def test_upsert_replaces_the_parts_of_the_template_it_is_given(capsys, url_connection, server_url, queue_name):
+    common = ("--queue", queue_name, "--redis", server_url)
+    run(capsys, "schedulers", "upsert", "report", *common, "--every", "60000", "--name", "build-report",
+        "--data", '{"to": "ops@example.com"}', "--opts", '{"attempts": 3}')
+    code, out, _ = run(capsys, "schedulers", "upsert", "report", *common, "--every", "60000",
+                       "--data", '{"to": "dev@example.com"}', "--json")
+    assert code == 0 and json.loads(out)["kept_template"] == ["name", "opts"]
+    record = JobScheduler(url_connection, queue_name).get("report")
+    assert record is not None
+    assert (record.name, record.template_data, record.template_opts) == (
+        "build-report", {"to": "dev@example.com"}, {"attempts": 3})
+    # Everything given: nothing kept; '{}' clears a part.
+    code, out, _ = run(capsys, "schedulers", "upsert", "report", *common, "--every", "60000", "--name", "other",
+                       "--data", "{}", "--opts", "{}")
+    assert code == 0 and "kept" not in out
+    record = JobScheduler(url_connection, queue_name).get("report")
+    assert record is not None
+    assert (record.name, record.template_data, record.template_opts) == ("other", None, None)
+
+
+def test_upsert_of_a_new_scheduler_has_nothing_to_keep(capsys, url_connection, server_url, queue_name):
+    code, out, _ = run(capsys, "schedulers", "upsert", "fresh", "--queue", queue_name, "--redis", server_url,
+                       "--every", "60000")
+    assert code == 0 and "kept" not in out
+    record = JobScheduler(url_connection, queue_name).get("fresh")
+    assert record is not None and record.name == "fresh" and record.template == {}
