@@ -33,9 +33,12 @@
 
   Output:
     {jobId, delay}  the iteration created (delay in ms, 0 when it went to wait/prioritized)
-    0               nothing scheduled: the next `every` slot is past endDate (nothing written)
+    0               nothing scheduled: the next `every` slot is past endDate, or past what a
+                    JavaScript Date holds (8.64e15 ms); nothing written
     -10             pattern scheduler: the iteration id already exists
     -11             every scheduler: 32 consecutive slots are taken
+    error           "ERR addJobScheduler: ..." for arguments out of their range (the client
+                    checks them first): refused before the first write, nothing written
 
   Events: "added", then "delayed" or "waiting" for the new iteration. The replaced iteration
   writes none.
@@ -43,11 +46,11 @@
 -- @include "toIntString"
 -- @include "getOrSetMaxEvents"
 -- @include "getJobSchedulerEveryNextMillis"
+-- @include "isJobSchedulerMillis"
 -- @include "locatePendingIteration"
 -- @include "removePendingIteration"
 -- @include "storeJobScheduler"
--- @include "storeJob"
--- @include "enqueueStoredJob"
+-- @include "placeJobSchedulerIteration"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], paused = KEYS[4], meta = KEYS[5],
            prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
@@ -59,6 +62,43 @@ local templateOpts = ARGV[5]
 local jobOpts = cjson.decode(ARGV[6])
 local now = tonumber(ARGV[7])
 local prefix = ARGV[8]
+
+-- Validate first: Lua does not roll back, so nothing below may fail after a write.
+local function refuse(what)
+  return redis.error_reply("ERR addJobScheduler: " .. what)
+end
+if type(sched) ~= "table" or type(jobOpts) ~= "table" then
+  return refuse("ARGV[2] and ARGV[6] must be JSON objects")
+end
+if type(sched["name"]) ~= "string" then
+  return refuse("name must be a string")
+end
+for _, field in ipairs({"tz", "pattern"}) do
+  if sched[field] ~= nil and type(sched[field]) ~= "string" then
+    return refuse(field .. " must be a string")
+  end
+end
+if sched["every"] ~= nil and not (isJobSchedulerMillis(sched["every"]) and sched["every"] >= 1) then
+  return refuse("every must be whole ms in 1..8640000000000000")
+end
+if sched["every"] == nil and not isJobSchedulerMillis(tonumber(ARGV[1])) then
+  return refuse("ARGV[1] next millis must be whole ms a Date holds")
+end
+for _, field in ipairs({"startDate", "endDate"}) do
+  if sched[field] ~= nil and not isJobSchedulerMillis(sched[field]) then
+    return refuse(field .. " must be whole ms a Date holds")
+  end
+end
+if sched["offset"] ~= nil and not (isJobSchedulerMillis(sched["offset"]) and sched["offset"] >= 0) then
+  return refuse("offset must be whole ms >= 0")
+end
+if sched["limit"] ~= nil and not (isJobSchedulerMillis(sched["limit"]) and sched["limit"] >= 1
+    and sched["limit"] <= 9007199254740991) then
+  return refuse("limit must be a whole number in 1..2^53-1")
+end
+if not isJobSchedulerMillis(now) then
+  return refuse("ARGV[7] now must be whole ms a Date holds")
+end
 
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 local prevMillis = redis.call("ZSCORE", q.repeatKey, schedulerId)
@@ -114,9 +154,9 @@ if taken(jobId) then
 end
 
 -- Unlike BullMQ, an every iteration past endDate is never scheduled (a pattern's cannot be:
--- the caller found no tick before endDate and did not call).
+-- the caller found no tick before endDate and did not call), nor one no Date could hold.
 local endDate = tonumber(sched["endDate"])
-if every and endDate and nextMillis > endDate then
+if every and ((endDate and nextMillis > endDate) or nextMillis > 8640000000000000) then
   return 0
 end
 
@@ -125,21 +165,9 @@ if pendingAt then
   removePendingIteration(q, prefix, pendingId, pendingAt)
 end
 
-local delay = nextMillis - now
-if delay < 0 then
-  delay = 0
-end
-
 storeJobScheduler(q.repeatKey, schedulerKey, schedulerId, nextMillis, sched, offset, templateOpts, templateData)
 redis.call("INCR", q.id)
 
-jobOpts["jobId"] = jobId
-jobOpts["delay"] = delay
-local priority = tonumber(jobOpts["priority"]) or 0
--- a template with deduplication marks each iteration with its id (deid), as BullMQ's storeJob does
-local dedup = jobOpts["de"]
-local dedupId = type(dedup) == "table" and dedup["id"] or nil
-storeJob(q.events, prefix .. jobId, jobId, sched["name"], templateData, cjson.encode(jobOpts), ARGV[7],
-  toIntString(delay), priority, schedulerId, dedupId)
-enqueueStoredJob(q, jobId, ARGV[7], delay, priority, jobOpts["lifo"], maxEvents)
+local delay = placeJobSchedulerIteration(q, prefix, schedulerId, jobId, nextMillis, jobOpts, sched["name"],
+  templateData, ARGV[7], maxEvents)
 return {jobId, delay}

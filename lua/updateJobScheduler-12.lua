@@ -29,11 +29,16 @@
     ARGV[5]  now (ms)
     ARGV[6]  key prefix "<prefix>:{<queue>}:"
     ARGV[7]  producer job id (the iteration that just became active)
+    ARGV[8]  the end date (ms) as the client read it from the producer's opts, or "": the
+             every-slot check uses the hash's endDate, else this one
 
   Output:
     {jobId, delay}  the iteration created
     nil             nothing produced: scheduler gone, producer is not the current iteration,
                     the next iteration already exists, or (every) the next slot is past endDate
+                    or past what a JavaScript Date holds (8.64e15 ms)
+    error           "ERR updateJobScheduler: ..." for arguments out of their range (the client
+                    checks them first): refused before the first write, nothing written
 
   Events: "added" then "delayed"/"waiting" for the new iteration; "duplicated" (jobId = the
   next id) when it already exists.
@@ -41,8 +46,8 @@
 -- @include "toIntString"
 -- @include "getOrSetMaxEvents"
 -- @include "getJobSchedulerEveryNextMillis"
--- @include "storeJob"
--- @include "enqueueStoredJob"
+-- @include "isJobSchedulerMillis"
+-- @include "placeJobSchedulerIteration"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5],
            prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
@@ -51,6 +56,24 @@ local schedulerId = ARGV[2]
 local now = tonumber(ARGV[5])
 local prefix = ARGV[6]
 local producerId = ARGV[7]
+
+-- Validate first: Lua does not roll back, so nothing below may fail after a write.
+local function refuse(what)
+  return redis.error_reply("ERR updateJobScheduler: " .. what)
+end
+local jobOpts = cjson.decode(ARGV[4])
+if type(jobOpts) ~= "table" then
+  return refuse("ARGV[4] opts must be a JSON object")
+end
+if ARGV[1] ~= "" and not isJobSchedulerMillis(tonumber(ARGV[1])) then
+  return refuse("ARGV[1] next millis must be whole ms a Date holds")
+end
+if not isJobSchedulerMillis(now) then
+  return refuse("ARGV[5] now must be whole ms a Date holds")
+end
+if ARGV[8] and ARGV[8] ~= "" and not isJobSchedulerMillis(tonumber(ARGV[8])) then
+  return refuse("ARGV[8] end date must be whole ms a Date holds")
+end
 
 local current = redis.call("ZSCORE", q.repeatKey, schedulerId)
 if not current then
@@ -63,7 +86,6 @@ end
 
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 local attrs = redis.call("HMGET", schedulerKey, "name", "data", "every", "startDate", "offset", "endDate")
-local jobOpts = cjson.decode(ARGV[4])
 local repeatOpts = jobOpts["repeat"]
 if type(repeatOpts) ~= "table" then
   repeatOpts = {}
@@ -74,16 +96,19 @@ local nextMillis
 if every then
   local phase = tonumber(attrs[5]) or tonumber(repeatOpts["offset"]) or 0
   nextMillis = getJobSchedulerEveryNextMillis(current, every, now, phase, attrs[4])
-  local endDate = tonumber(attrs[6])
-  if endDate and nextMillis > endDate then
+  local endDate = tonumber(attrs[6]) or tonumber(ARGV[8])
+  if (endDate and nextMillis > endDate) or nextMillis > 8640000000000000 then
     return nil
   end
 else
   nextMillis = tonumber(ARGV[1])
+  if not nextMillis then
+    return refuse("ARGV[1] next millis is needed: the scheduler has no every")
+  end
 end
 
-local maxEvents = getOrSetMaxEvents(q.meta)
 local jobId = "repeat:" .. schedulerId .. ":" .. toIntString(nextMillis)
+local maxEvents = getOrSetMaxEvents(q.meta)
 if redis.call("EXISTS", prefix .. jobId) == 1 then
   redis.call("XADD", q.events, "MAXLEN", "~", maxEvents, "*", "event", "duplicated", "jobId", jobId)
   return nil
@@ -93,17 +118,6 @@ redis.call("ZADD", q.repeatKey, toIntString(nextMillis), schedulerId)
 redis.call("HINCRBY", schedulerKey, "ic", 1)
 redis.call("INCR", q.id)
 
-local delay = nextMillis - now
-if delay < 0 then
-  delay = 0
-end
-jobOpts["jobId"] = jobId
-jobOpts["delay"] = delay
-local priority = tonumber(jobOpts["priority"]) or 0
--- a template with deduplication marks each iteration with its id (deid), as BullMQ's storeJob does
-local dedup = jobOpts["de"]
-local dedupId = type(dedup) == "table" and dedup["id"] or nil
-storeJob(q.events, prefix .. jobId, jobId, attrs[1] or schedulerId, attrs[2] or "{}", cjson.encode(jobOpts),
-  ARGV[5], toIntString(delay), priority, schedulerId, dedupId)
-enqueueStoredJob(q, jobId, ARGV[5], delay, priority, jobOpts["lifo"], maxEvents)
+local delay = placeJobSchedulerIteration(q, prefix, schedulerId, jobId, nextMillis, jobOpts,
+  attrs[1] or schedulerId, attrs[2] or "{}", ARGV[5], maxEvents)
 return {jobId, delay}

@@ -2,8 +2,10 @@
 ``repeat`` keys (docs/scheduler.md, docs/protocol.md §4).
 
 ``scheduler`` is the JobScheduler (upsert, produce_next, read, remove), ``records`` what it
-hands back, ``spec`` the one validator of repeat options, ``next_run`` the pure next-run
-function, ``cron`` the pattern dialect and its time zones.
+hands back, ``spec`` the one validator of repeat options (``dates`` its ranges and date forms),
+``step`` the client's half of the worker step, ``repair`` the maintenance pass that gives a
+scheduler that lost its pending iteration a new one, ``next_run`` the pure next-run function,
+``cron`` the pattern dialect and its time zones.
 """
 
 from .next_run import calculate_next_millis

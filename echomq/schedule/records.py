@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InvalidScheduleError
 from ..protocol.codec import int_or_none, json_or_text, text
-from ..protocol.options import decode_job_options
+from ..protocol.options import backoff_as_dict, decode_job_options
 from .cron import tzinfo_for
 
 
@@ -23,8 +23,8 @@ def millis_to_datetime(millis: int, tz: str | None = None) -> datetime:
     moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
     if tz:
         try:
-            return moment.astimezone(tzinfo_for(tz))
-        except InvalidScheduleError:
+            return moment.astimezone(tzinfo_for(tz, local=True))  # "local": this process's zone
+        except (InvalidScheduleError, OverflowError, ValueError):  # no zone, or past the year 9999
             return moment
     return moment
 
@@ -84,12 +84,22 @@ class SchedulerRecord:
 
     @property
     def template_opts(self) -> dict[str, Any] | None:
-        """The iterations' job options in snake_case, None when the hash has none."""
+        """The iterations' job options in snake_case, None when the hash has none.
+
+        The hash keeps them as given (a bare-number ``backoff`` too, as BullMQ stores it); read
+        here in normal form, ``backoff`` as ``{"type", "delay"}`` (docs/protocol.md §2.2).
+        """
         stored = self.raw.get("opts")
         if not stored:
             return None
         decoded = json_or_text(stored)
-        return decode_job_options(decoded) if isinstance(decoded, dict) else {"raw": decoded}
+        if not isinstance(decoded, dict):
+            return {"raw": decoded}
+        options = decode_job_options(decoded)
+        backoff = options.get("backoff")
+        if isinstance(backoff, (int, float)) and not isinstance(backoff, bool):
+            options["backoff"] = backoff_as_dict(backoff)
+        return options
 
     @property
     def template(self) -> dict[str, Any]:

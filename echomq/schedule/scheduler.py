@@ -25,14 +25,16 @@ from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from ..protocol import job_hash
 from ..protocol.codec import decode_hash, encode_json, int_or_none, text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys, iteration_job_id
-from ..protocol.options import backoff_as_dict, dumps_json, encode_job_options, validate_job_name
+from ..protocol.options import dumps_json, encode_job_options, validate_job_name
 from ..transport.calls import run_script
 from ..transport.connection import Connection, Connections
 from ..transport.scripts import script
 from ..types import Clock, RepeatOptions
+from .dates import MAX_DATE_MS
 from .next_run import calculate_next_millis
 from .records import Iteration, SchedulerRecord
 from .spec import RepeatSpec
+from .step import plan_next
 
 __all__ = ["Iteration", "JobScheduler", "SchedulerRecord"]
 
@@ -56,9 +58,24 @@ def validate_scheduler_id(scheduler_id: Any) -> str:
     return scheduler_id
 
 
-def _stored_int(value: Any) -> int | None:
-    """A number from an iteration's opts JSON (either runtime wrote it); None when absent."""
-    return None if value is None else int_or_none(str(value))
+def _scheduler_id_arg(scheduler_id: Any, name: str = "scheduler_id") -> str:
+    """A scheduler id to look up or remove: any str (BullMQ-made ids may hold ``:``)."""
+    if not isinstance(scheduler_id, str):
+        raise InvalidInputError(f"{name}={scheduler_id!r}: must be a str (a scheduler id)")
+    return scheduler_id
+
+
+def _int_arg(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name}={value!r}: must be an int")
+    return value
+
+
+def _millis_arg(name: str, value: Any) -> int:
+    """A time that reaches a script: an int a JavaScript Date holds (docs/protocol.md §4.1)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DATE_MS:
+        raise InvalidInputError(f"{name}={value!r}: must be epoch milliseconds (an int in 0..{MAX_DATE_MS})")
+    return value
 
 
 class JobScheduler:
@@ -114,7 +131,7 @@ class JobScheduler:
         with no tick before ``end_date``, an ``every`` slot past it). Bad input raises
         InvalidInputError (a ValueError) and writes nothing.
         """
-        now = self.clock()
+        now = _millis_arg("clock()", self.clock())
         sid = validate_scheduler_id(scheduler_id)
         spec = RepeatSpec.parse(repeat_opts)
         spec.refuse_ended(now)
@@ -154,9 +171,14 @@ class JobScheduler:
         scheduler's current iteration produces; for an older one (retried, stalled, re-run) or a
         job that is no iteration, this returns None and writes nothing. Calling it twice for the
         same iteration creates nothing more and writes a ``duplicated`` event. The limit and the
-        end date are read from the job's own opts, name and data from the scheduler hash.
+        end date are read from the job's own opts, name and data from the scheduler hash. The
+        opts are read as any runtime may have written them (``step.plan_next``: ``tz: "local"``,
+        ISO 8601 dates, numbers as text), so a schedule another runtime made is advanced too;
+        InvalidInputError for arguments of the wrong type, or a ``now_ms`` no date holds.
         """
-        now = self.clock() if now_ms is None else int(now_ms)
+        if not isinstance(job_id, str):
+            raise InvalidInputError(f"job_id={job_id!r}: must be a str (an iteration's job id)")
+        now = _millis_arg("clock()" if now_ms is None else "now_ms", self.clock() if now_ms is None else now_ms)
         raw_rjk, raw_opts = self.client.hmget(self.keys.job(job_id), ["rjk", "opts"])
         if raw_rjk is None or raw_opts is None:
             return None
@@ -165,43 +187,13 @@ class JobScheduler:
         if not prev_opts:
             log.warning("job %s: opts are not a JSON object, cannot produce its next iteration", job_id)
             return None
-        stored_repeat = prev_opts.get("repeat")
-        repeat_opts: dict[str, Any] = stored_repeat if isinstance(stored_repeat, dict) else {}
-        count = (_stored_int(repeat_opts.get("count")) or 0) + 1
-        limit = _stored_int(repeat_opts.get("limit"))
-        if limit is not None and count > limit:
+        plan = plan_next(prev_opts, scheduler_id, now)
+        if plan is None:
             return None
-        end_date = repeat_opts.get("endDate")
-        end_ms = _stored_int(end_date)
-        if end_ms is not None and now > end_ms:
-            return None
-        reference = max(now, _stored_int(prev_opts.get("prevMillis")) or 0)
-
-        next_arg = ""
-        pattern = repeat_opts.get("pattern")
-        if pattern and not repeat_opts.get("every"):
-            cron = {"pattern": pattern, "tz": repeat_opts.get("tz"),
-                    "start_date": repeat_opts.get("startDate"), "end_date": end_date}
-            next_millis = calculate_next_millis({k: v for k, v in cron.items() if v is not None}, reference)
-            if next_millis is None:
-                return None
-            next_arg = str(max(int(next_millis), reference))
-
-        new_opts = {k: v for k, v in prev_opts.items() if k not in ("repeatJobKey", "prevMillis")}
-        new_opts.setdefault("attempts", 0)
-        backoff = new_opts.get("backoff")
-        if isinstance(backoff, (int, float)) and not isinstance(backoff, bool):
-            # A BullMQ worker rebuilds the job in memory, which stores a bare number's normal form.
-            new_opts["backoff"] = backoff_as_dict(backoff)
-        new_opts["timestamp"] = now
-        if next_arg:
-            new_opts["prevMillis"] = int(next_arg)
-        new_opts["repeatJobKey"] = scheduler_id
-        new_opts["repeat"] = {**repeat_opts, "count": count}
-
         result = run_script(
             self.client, self._update.script, self._update.for_job(job_id),
-            [next_arg, scheduler_id, "", encode_json(new_opts), now, self.keys.job_prefix, job_id],
+            [plan.next_arg, scheduler_id, "", encode_json(plan.opts), now, self.keys.job_prefix, job_id,
+             "" if plan.end_ms is None else plan.end_ms],
         )
         if not result:
             return None
@@ -212,21 +204,23 @@ class JobScheduler:
 
         An iteration already waiting is left to run (it produces nothing more).
         """
-        result = run_script(self.client, self._remove.script, self._remove.keys, [scheduler_id, self.keys.job_prefix])
+        sid = _scheduler_id_arg(scheduler_id)
+        result = run_script(self.client, self._remove.script, self._remove.keys, [sid, self.keys.job_prefix])
         return int(result) == 0
 
     def remove_by_key(self, key: str) -> bool:
         """``remove`` for the ``key`` that ``get``/``list`` report (also accepts the full hash key)."""
         full = self.keys.scheduler("")
-        return self.remove(key.removeprefix(full))
+        return self.remove(_scheduler_id_arg(key, "key").removeprefix(full))
 
     # -- reading --------------------------------------------------------------------------------
     def get(self, scheduler_id: str) -> SchedulerRecord | None:
         """The scheduler's record, or None if there is no such scheduler."""
-        reply = run_script(self.client, self._get.script, self._get.keys, [scheduler_id])
+        sid = _scheduler_id_arg(scheduler_id)
+        reply = run_script(self.client, self._get.script, self._get.keys, [sid])
         if not reply or not reply[0]:
             return None
-        return SchedulerRecord.from_hash(scheduler_id, decode_hash(reply[0]), int_or_none(text(reply[1])))
+        return SchedulerRecord.from_hash(sid, decode_hash(reply[0]), int_or_none(text(reply[1])))
 
     def list(self, start: int = 0, end: int = -1, asc: bool = False) -> list[SchedulerRecord]:
         """Schedulers ordered by next run (latest first unless ``asc``), ranks start..end inclusive.
@@ -235,6 +229,9 @@ class JobScheduler:
         for long. Members of the repeat set without a hash (BullMQ 5 legacy repeatables) are
         skipped, not deleted.
         """
+        start, end = _int_arg("start", start), _int_arg("end", end)
+        if not isinstance(asc, bool):
+            raise InvalidInputError(f"asc={asc!r}: must be True or False")
         size = self.count()
         first = start if start >= 0 else max(size + start, 0)
         last = min(end if end >= 0 else size + end, size - 1)
@@ -263,4 +260,10 @@ class JobScheduler:
             raise InvalidJobOptionsError(
                 f"template opts {reserved}: set by the scheduler on each iteration, not by the template"
             )
-        return encode_job_options(opts)
+        encoded = encode_job_options(opts)
+        backoff = encoded.get("backoff")
+        if isinstance(backoff, dict) and not isinstance(opts.get("backoff"), Mapping):
+            # Stored as given, as BullMQ stores a template (docs/protocol.md §4.1): a bare number
+            # (validated above) stays a number; readers and the worker step normalise it.
+            encoded["backoff"] = backoff["delay"]
+        return encoded

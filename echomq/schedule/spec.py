@@ -1,14 +1,26 @@
 """Repeat options: the one validator of what a schedule repeats by (docs/protocol.md §4).
 
-``JobScheduler.upsert`` and ``calculate_next_millis`` both read their options here, so they
-accept exactly the same options, in the same forms, with the same errors:
+``JobScheduler.upsert``, ``calculate_next_millis`` and the worker step all read their options
+here, so they accept the same options, in the same forms, with the same errors:
 
-* ``every`` (ms, a whole number >= 1) or a cron ``pattern`` (BullMQ 6.7's dialect), not both;
+* ``every`` (ms, a whole number in 1 .. 8.64e15) or a cron ``pattern`` (BullMQ 6.7's dialect),
+  not both;
 * ``tz``: resolved the way BullMQ reads it (``cron.zones``), for ``every`` schedules too;
 * ``start_date`` / ``end_date`` (or BullMQ's ``startDate`` / ``endDate``, one spelling each):
   epoch milliseconds (int), an aware ``datetime``, or an ISO 8601 string with an offset;
-* ``immediately`` (bool, not with ``start_date``), ``limit`` (>= 1), ``offset`` (``every``
-  only, below ``every``).
+* ``immediately`` (bool, not with ``start_date``), ``limit`` (1 .. 2**53 - 1), ``offset``
+  (``every`` only, below ``every``).
+
+Every number is range-checked (``dates``): an id, a score or a count that reached a script
+must be exact there. That is *writing* (``upsert``): nothing ambiguous is stored.
+
+*Reading* (``reading=True``: ``calculate_next_millis`` and the worker step, which meet options
+another runtime stored) also takes everything BullMQ 6.7 accepts, as BullMQ reads it, so such a
+schedule is always advanced: ``tz`` ``local``/``system``/``default`` (this process's zone), ISO
+8601 strings as JavaScript's Date reads them, BullMQ's bookkeeping keys of an iteration's
+``opts.repeat`` (``count``, ``prevMillis``, ``key``, ``jobId``: checked, not used), an
+``offset`` on a pattern or not below ``every`` (only a scheduler's phase: not used here), and an
+end before the start, which leaves no next run instead of being an error.
 
 Everything here is checked without a clock. The one check that needs "now", an ``end_date``
 already past, is the caller's: ``upsert`` refuses to create a schedule that has ended
@@ -17,60 +29,31 @@ already past, is the caller's: ``upsert`` refuses to create a schedule that has 
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
+import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ..errors import InvalidScheduleError
 from .cron import CronSchedule, compile_schedule, resolve_zone
+from .dates import MAX_DATE_MS, MAX_SAFE_INTEGER, fail, to_millis, whole
 
 KNOWN_OPTIONS: tuple[str, ...] = ("every", "pattern", "immediately", "tz", "start_date", "end_date", "limit",
                                   "offset")
+#: BullMQ's bookkeeping keys in an iteration's ``opts.repeat``: read (and checked), never used.
+READ_ONLY_OPTIONS: tuple[str, ...] = ("count", "prevMillis", "key", "jobId")
 _KNOWN = frozenset(KNOWN_OPTIONS)
+_READ_ONLY = frozenset(READ_ONLY_OPTIONS)
 #: BullMQ's spellings of the dates, accepted as aliases (one spelling per option).
 ALIASES: dict[str, str] = {"startDate": "start_date", "endDate": "end_date"}
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
-
-def _fail(name: str, value: Any, reason: str) -> InvalidScheduleError:
-    return InvalidScheduleError(f"repeat option {name}={value!r}: {reason}")
-
-
-def _whole(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(name, value, "must be an integer")
-    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-        raise _fail(name, value, "must be a whole number")
-    if value < minimum:
-        raise _fail(name, value, f"must be >= {minimum}")
-    return int(value)
-
-
-def to_millis(name: str, value: Any) -> int:
-    """Epoch ms from epoch ms, an aware datetime or an ISO 8601 string with an offset."""
-    if isinstance(value, str):
-        try:
-            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            hint = " (give epoch milliseconds as an int)" if value.strip().lstrip("-").isdigit() else ""
-            raise _fail(name, value, f"is not an ISO 8601 date{hint}") from None
-        value = parsed
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise _fail(name, value, "must be timezone-aware (a naive datetime is ambiguous)")
-        return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
-    return _whole(name, value, 0)
-
-
-def _named_options(repeat_opts: Mapping[str, Any]) -> dict[str, Any]:
+def _named_options(repeat_opts: Mapping[str, Any], reading: bool) -> dict[str, Any]:
     """The given options under their Python names, None values dropped; unknown names refused."""
     opts: dict[str, Any] = {}
     for key, value in repeat_opts.items():
         name = ALIASES.get(key, key)
-        if name not in _KNOWN:
-            raise _fail(str(key), value, f"unknown repeat option (known: {', '.join(KNOWN_OPTIONS)})")
+        if name not in _KNOWN and not (reading and name in _READ_ONLY):
+            raise fail(str(key), value, f"unknown repeat option (known: {', '.join(KNOWN_OPTIONS)})")
         if value is None:
             continue
         if name in opts:
@@ -81,11 +64,23 @@ def _named_options(repeat_opts: Mapping[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def _check_read_only(opts: Mapping[str, Any]) -> None:
+    """BullMQ's bookkeeping keys, when reading: unused, but never a value no runtime could hold."""
+    if "count" in opts:
+        whole("count", opts["count"], 0, MAX_SAFE_INTEGER)
+    if "prevMillis" in opts:
+        to_millis("prevMillis", opts["prevMillis"], reading=True)
+    for name in ("key", "jobId"):
+        if name in opts and not isinstance(opts[name], str):
+            raise fail(name, opts[name], "must be a string")
+
+
 class RepeatSpec(NamedTuple):
     """Validated repeat options; ``start_date``/``end_date`` in epoch ms, ``schedule`` compiled.
 
     A NamedTuple, not a dataclass: the worker's scheduler step parses one per iteration, and a
-    tuple is built several times faster.
+    tuple is built several times faster. ``exhausted`` is True when the dates leave no run at
+    all (an end before the start, accepted only when reading).
     """
 
     every: int | None = None
@@ -97,25 +92,29 @@ class RepeatSpec(NamedTuple):
     limit: int | None = None
     offset: int | None = None
     schedule: CronSchedule | None = None
+    exhausted: bool = False
 
     @classmethod
-    def parse(cls, repeat_opts: Mapping[str, Any]) -> RepeatSpec:
-        """Validate ``repeat_opts`` (InvalidScheduleError names what is wrong).
+    def parse(cls, repeat_opts: Mapping[str, Any], *, reading: bool = False) -> RepeatSpec:
+        """Validate ``repeat_opts`` (InvalidScheduleError names what is wrong); ``reading`` for
+        options another runtime may have stored (the module's docstring says what it adds).
 
         Parsing is pure, so a spec is remembered for options seen before, keyed by their items
-        and the type of each value (``1`` and ``True`` are equal as keys, not as options): the
+        and the type of each value (``1`` and ``True`` are equal as keys, not as options), and
+        when reading by the process zone too (``local`` and offsetless dates depend on it): the
         worker's scheduler step and ``calculate_next_millis`` see the same options again and again.
         """
         if repeat_opts.__class__ is not dict and not isinstance(repeat_opts, Mapping):
             raise InvalidScheduleError(f"repeat_opts must be a mapping, got {type(repeat_opts).__name__}")
         try:
-            key: Any = (tuple(repeat_opts.items()), tuple(map(type, repeat_opts.values())))
+            key: Any = (tuple(repeat_opts.items()), tuple(map(type, repeat_opts.values())),
+                        os.environ.get("TZ", "") if reading else None)
             known = _PARSED.get(key)
         except TypeError:  # an unhashable value: parse it every time
             key = known = None
         if known is not None:
             return known
-        spec = cls._parse(repeat_opts)
+        spec = cls._parse(repeat_opts, reading)
         if key is not None:
             if len(_PARSED) >= _PARSED_LIMIT:
                 _PARSED.clear()
@@ -123,8 +122,8 @@ class RepeatSpec(NamedTuple):
         return spec
 
     @classmethod
-    def _parse(cls, repeat_opts: Mapping[str, Any]) -> RepeatSpec:
-        opts = _named_options(repeat_opts)
+    def _parse(cls, repeat_opts: Mapping[str, Any], reading: bool) -> RepeatSpec:
+        opts = _named_options(repeat_opts, reading)
         every, pattern = opts.get("every"), opts.get("pattern")
         if every is not None and pattern is not None:
             raise InvalidScheduleError("repeat_opts: give either every or pattern, not both")
@@ -132,42 +131,57 @@ class RepeatSpec(NamedTuple):
             raise InvalidScheduleError("repeat_opts: give every (ms) or pattern (cron)")
         immediately = opts.get("immediately", False)
         if not isinstance(immediately, bool):
-            raise _fail("immediately", immediately, "must be True or False")
+            raise fail("immediately", immediately, "must be True or False")
         tz = opts.get("tz")
         schedule = None
         if pattern is not None:
             if not isinstance(pattern, str) or not pattern or pattern.isspace():
-                raise _fail("pattern", pattern, "must be a non-empty cron expression")
-            schedule = compile_schedule(pattern, tz)  # resolves the zone first: a bad zone is named first
+                raise fail("pattern", pattern, "must be a non-empty cron expression")
+            # resolves the zone first: a bad zone is named first
+            schedule = compile_schedule(pattern, tz, local=reading)
         else:
-            resolve_zone(tz)  # an every schedule's zone must be one BullMQ reads too
-            every = _whole("every", every, 1)
-        start = to_millis("start_date", opts["start_date"]) if "start_date" in opts else None
-        end = to_millis("end_date", opts["end_date"]) if "end_date" in opts else None
+            resolve_zone(tz, local=reading)  # an every schedule's zone must be one BullMQ reads too
+            every = whole("every", every, 1, MAX_DATE_MS)
+        start = to_millis("start_date", opts["start_date"], reading=reading) if "start_date" in opts else None
+        end = to_millis("end_date", opts["end_date"], reading=reading) if "end_date" in opts else None
         if immediately and start is not None:
             raise InvalidScheduleError("repeat_opts: immediately and start_date cannot be used together")
-        if end is not None and start is not None and start > end:
-            raise _fail("start_date", opts["start_date"], "is after end_date: the schedule would never run")
-        limit = _whole("limit", opts["limit"], 1) if "limit" in opts else None
-        offset = None
-        if "offset" in opts:
-            if every is None:
-                raise _fail("offset", opts["offset"], "applies to every schedules only")
-            offset = _whole("offset", opts["offset"], 0)
-            if offset >= every:
-                raise _fail("offset", offset, f"must be smaller than every ({every})")
-            offset = offset or None  # 0 means "no phase given", as in BullMQ
-        return cls(every, pattern, immediately, tz, start, end, limit, offset, schedule)
+        exhausted = end is not None and start is not None and start > end
+        if exhausted and not reading:
+            raise fail("start_date", opts["start_date"], "is after end_date: the schedule would never run")
+        limit = whole("limit", opts["limit"], 1, MAX_SAFE_INTEGER) if "limit" in opts else None
+        offset = cls._offset(opts, every, reading)
+        if reading:
+            _check_read_only(opts)
+        return cls(every, pattern, immediately, tz, start, end, limit, offset, schedule, exhausted)
+
+    @staticmethod
+    def _offset(opts: Mapping[str, Any], every: int | None, reading: bool) -> int | None:
+        """The user's phase of an every schedule (None for none: 0 means none, as in BullMQ)."""
+        if "offset" not in opts:
+            return None
+        if reading:  # any runtime's phase: only the scheduler's arithmetic uses it
+            offset = whole("offset", opts["offset"], -MAX_DATE_MS, MAX_DATE_MS)
+            return (offset or None) if every is not None else None
+        if every is None:
+            raise fail("offset", opts["offset"], "applies to every schedules only")
+        offset = whole("offset", opts["offset"], 0, MAX_DATE_MS)
+        if offset >= every:
+            raise fail("offset", offset, f"must be smaller than every ({every})")
+        return offset or None
 
     def refuse_ended(self, now_ms: int) -> None:
         """InvalidScheduleError when ``end_date`` is already past: a schedule that would never run."""
         if self.end_date is not None and self.end_date < now_ms:
-            raise _fail("end_date", self.end_date, "is already in the past")
+            raise fail("end_date", self.end_date, "is already in the past")
 
     def next_millis(self, reference_ms: int) -> int | None:
         """The next run after ``reference_ms``: ``every`` later (from ``start_date`` when that is
         later), the first matching second strictly after it for a pattern, the reference itself
-        with ``immediately``; None when it would fall after ``end_date`` (inclusive)."""
+        with ``immediately``; None when it would fall after ``end_date`` (inclusive) or after
+        what a date holds, or when the dates leave no run at all."""
+        if self.exhausted:
+            return None
         base = reference_ms if self.start_date is None else max(reference_ms, self.start_date)
         result: int | None
         if self.immediately:
@@ -179,6 +193,8 @@ class RepeatSpec(NamedTuple):
             result = base + self.every
         if result is not None and self.end_date is not None and result > self.end_date:
             return None
+        if result is not None and result > MAX_DATE_MS:
+            return None  # no date holds it: the schedule has no run left, as past an end date
         return result
 
     def scheduler_fields(self, name: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ cannot change how its attempt is finished.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -26,6 +27,9 @@ class ActiveJob(Job):
     """The Job a processor receives: a Job plus the lock token of the running attempt."""
 
     token: str = ""
+    #: Set by the worker: told before this job gives its lock up itself (True) and, if it did not
+    #: after all, afterwards (False), so the lock renewer does not report the lock as lost.
+    lock_release: Callable[[bool], None] | None = None
 
     def move_to_waiting_children(self, child_key: str | None = None) -> bool:
         """Park this job until its pending children complete (all of them, or ``child_key``).
@@ -35,11 +39,19 @@ class ActiveJob(Job):
         pending, keep going. Only the worker that holds the lock can do this.
         """
         lua = script("moveToWaitingChildren")
-        result = int(run_script(self.connection, lua, lua.keys_for(self.keys, self.id),
-                                [self.token, child_key or "", self.clock(), self.id, self.keys.job_prefix]))
-        if result < 0:
-            raise_for_code(result, "move job to waiting-children", job_id=self.id, state="active")
-        return result == 0
+        if self.lock_release is not None:
+            self.lock_release(True)
+        moved = False
+        try:
+            result = int(run_script(self.connection, lua, lua.keys_for(self.keys, self.id),
+                                    [self.token, child_key or "", self.clock(), self.id, self.keys.job_prefix]))
+            if result < 0:
+                raise_for_code(result, "move job to waiting-children", job_id=self.id, state="active")
+            moved = result == 0
+            return moved
+        finally:
+            if not moved and self.lock_release is not None:
+                self.lock_release(False)  # still active, lock kept: a loss is a loss again
 
 
 class Attempt:

@@ -109,6 +109,12 @@ class MarkerWait:
             blocking.interrupt()
             done.wait(0.05)
 
+    def cut(self) -> None:
+        """Cut the wait now, once (bounded: CLIENT UNBLOCK, or the socket shut when Redis does
+        not answer)."""
+        if self._blocking is not None:
+            self._blocking.interrupt()
+
     def close(self) -> None:
         if self._blocking is not None:
             self._blocking.close()
@@ -129,8 +135,10 @@ class Fetcher:
         self.worker_id = worker_id
         self.queue_name = queue_name
         self._tokens = itertools.count(1)
+        self._thread_ident: int | None = None
 
     def run(self) -> None:
+        self._thread_ident = threading.get_ident()
         backoff = Backoff(base=0.1, cap=10.0)
         stop = self.stop
         while not stop.is_set():
@@ -141,7 +149,8 @@ class Fetcher:
                 fetched = self.transitions.move_to_active(token, self.clock())
             except RETRIED_ERRORS as exc:
                 self.slots.release()
-                self.pause_after_error("fetching a job", exc, backoff)
+                if not stop.is_set():  # close() may have cut the socket on purpose
+                    self.pause_after_error("fetching a job", exc, backoff)
                 continue
             if fetched.job_id is not None:
                 backoff.reset()
@@ -175,3 +184,15 @@ class Fetcher:
         """From ``close()``: wake a fetcher waiting for a slot or for the marker, until ``done``."""
         self.slots.wake()
         self.marker.interrupt(done, self.drain_delay + 1)
+
+    def cut_if_stuck(self, done: threading.Event, cut_at: float) -> None:
+        """From ``close()``: if the fetcher has not stopped by ``cut_at`` (monotonic s), Redis is
+        not answering its marker wait or its moveToActive; cut both connections so ``run()``
+        can return. A moveToActive cut that way may have taken a job whose reply is lost: that
+        job stays active until the stalled check hands it out again (docs/protocol.md §3.5)."""
+        if done.wait(max(0.0, cut_at - time.monotonic())):
+            return
+        log.warning("worker %s: the fetcher did not stop when asked (Redis not answering?); cutting its "
+                    "connections", self.queue_name)
+        self.transitions.interrupt_threads([self._thread_ident])
+        self.marker.cut()

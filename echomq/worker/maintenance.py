@@ -8,7 +8,8 @@ instant (renew the locks of running jobs every ``lock_renew_time``, run the stal
 docs/protocol.md §3.5: a lock is ``<job>:lock`` = token with PX ``lock_duration``; renewal also
 SREMs the id from ``stalled``. The stalled check (guarded by ``stalled-check`` so one worker
 per interval runs it) moves jobs whose lock expired back to wait, or marks them for failure
-once they stalled more than ``max_stalled_count`` times.
+once they stalled more than ``max_stalled_count`` times. With it, every worker repairs the job
+schedulers left without a pending iteration (§4.5), so a schedule never dies silently.
 """
 
 from __future__ import annotations
@@ -16,25 +17,50 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..schedule.records import Iteration
+from ..schedule.repair import SchedulerRepair
 from .transitions import Transitions
 
 log = logging.getLogger(__name__)
 
 
 class LockRegistry:
-    """The jobs this worker runs right now and their lock tokens (shared by threads)."""
+    """The jobs this worker runs right now and their lock tokens (shared by threads).
+
+    A job whose attempt is giving its lock up on purpose (its final move, or moveToWaitingChildren,
+    is under way) is marked *releasing*: a renewal that finds such a lock gone has raced the
+    release, not lost the lock. The mark is set before the releasing script is sent, so any
+    renewal answer that could have seen the release also sees the mark.
+    """
 
     def __init__(self) -> None:
         self._tokens: dict[str, str] = {}
+        self._releasing: set[str] = set()
         self._lock = threading.Lock()
 
     def track(self, job_id: str, token: str) -> None:
         with self._lock:
             self._tokens[job_id] = token
+            self._releasing.discard(job_id)
 
     def untrack(self, job_id: str) -> None:
         with self._lock:
             self._tokens.pop(job_id, None)
+            self._releasing.discard(job_id)
+
+    def releasing(self, job_id: str, releasing: bool = True) -> None:
+        """Mark (or, when the release did not happen after all, unmark) a job letting its lock go."""
+        with self._lock:
+            if releasing:
+                self._releasing.add(job_id)
+            else:
+                self._releasing.discard(job_id)
+
+    def lost(self, job_id: str, token: str) -> bool:
+        """Whether a lock that could not be renewed was really lost: the attempt holding
+        ``token`` still runs and is not releasing the lock itself."""
+        with self._lock:
+            return self._tokens.get(job_id) == token and job_id not in self._releasing
 
     def snapshot(self) -> dict[str, str]:
         with self._lock:
@@ -43,6 +69,7 @@ class LockRegistry:
     def clear(self) -> None:
         with self._lock:
             self._tokens.clear()
+            self._releasing.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -67,7 +94,8 @@ class Maintenance:
         self.transitions = transitions
         self.locks = locks
         self.lock_duration = int(lock_duration)
-        self.lock_renew_time = int(lock_renew_time or self.lock_duration // 2)
+        # at least 1 ms: a 1 ms lock would otherwise be renewed in a busy loop
+        self.lock_renew_time = int(lock_renew_time or max(1, self.lock_duration // 2))
         self.stalled_interval = int(stalled_interval)
         self.max_stalled_count = int(max_stalled_count)
         self.skip_stalled_check = skip_stalled_check
@@ -75,6 +103,10 @@ class Maintenance:
         self.next_stalled_check_ms: int | None = None
         #: The ids the last stalled check moved back to wait (for tests and logs).
         self.last_stalled: list[str] = []
+        #: Repairs schedulers left without a pending iteration, on the stalled check's cadence.
+        self.schedules = SchedulerRepair(transitions.client, transitions.keys)
+        #: The iterations the last repair pass placed (for tests and logs).
+        self.last_repaired: list[Iteration] = []
 
     def run_once(self, now_ms: int) -> int:
         """Do what is due at ``now_ms``; return the milliseconds until the next step.
@@ -90,6 +122,7 @@ class Maintenance:
         stalled_due = self.next_stalled_check_ms is None or now_ms >= self.next_stalled_check_ms
         if stalled_due and not self.skip_stalled_check:
             self.check_stalled(now_ms)
+            self.repair_schedulers(now_ms)
             self.next_stalled_check_ms = now_ms + self.stalled_interval
         due = [self.next_renew_ms]
         if not self.skip_stalled_check and self.next_stalled_check_ms is not None:
@@ -102,15 +135,22 @@ class Maintenance:
         if not tokens:
             return []
         lost = self.transitions.extend_locks(tokens)
-        current = self.locks.snapshot()
-        # A job that finished while the renewal was in flight released its lock on purpose.
-        lost = [job_id for job_id in lost if current.get(job_id) == tokens[job_id]]
+        # A job that finished (or parked for its children) while the renewal was in flight gave
+        # its lock up on purpose: it is untracked by now, or marked releasing (LockRegistry).
+        lost = [job_id for job_id in lost if self.locks.lost(job_id, tokens[job_id])]
         for job_id in lost:
             # Another worker's stalled check took it, or someone removed it: our final move
             # will be refused, which is what keeps a job from finishing twice.
             log.warning("lock of job %s could not be renewed; it may be processed again", job_id)
             self.locks.untrack(job_id)
         return lost
+
+    def repair_schedulers(self, now_ms: int) -> list[Iteration]:
+        """Place a pending iteration for each job scheduler of the queue that has lost its own
+        (its worker step failed, or it was deleted): recovery, like the stalled check, so it
+        runs with it (docs/protocol.md §4.5). Each repair is logged as a WARNING."""
+        self.last_repaired = self.schedules.run(now_ms)
+        return self.last_repaired
 
     def check_stalled(self, now_ms: int) -> list[str]:
         moved = self.transitions.move_stalled_to_wait(self.max_stalled_count, self.stalled_interval, now_ms)

@@ -4,21 +4,64 @@ The names and units are BullMQ's (docs/protocol.md, the units rule): ``lock_dura
 ``lock_renew_time`` and ``stalled_interval`` in milliseconds, ``drain_delay`` in seconds as
 BullMQ has it, ``limiter`` as ``{"max": jobs, "duration": ms}``. The worker-level keep rules
 apply to jobs whose own options set none, and follow the same rule as the job options.
+
+A setting that would break at run time is refused here, naming the argument, rather than
+later in a thread where nobody sees it: a renewal period not shorter than the lock (the lock
+expires before it is renewed and the job runs twice), a name Redis refuses as a client name
+(the marker connection never opens), a drain delay that is not a finite positive number, a
+clock or backoff strategy that cannot be called. Periods are at most ``MAX_MS`` (2**31 - 1 ms,
+about 24.8 days, the longest timer a BullMQ worker in Node can set), which also keeps every
+wait within what Python's threading and Redis's Lua number formatting accept.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..clock import system_clock
 from ..errors import InvalidInputError
 from ..protocol.options import validate_keep
+from ..types import BackoffStrategy, Clock
+
+#: The longest period (ms) a Worker accepts: lock duration and renewal, stalled interval, the
+#: limiter's duration, and the drain delay (in seconds, so MAX_MS / 1000).
+MAX_MS = 2**31 - 1
 
 
-def _at_least(field: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"Worker {field}={value!r}: must be an integer >= {minimum}")
+def _at_least(field: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
+            or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise InvalidInputError(f"Worker {field}={value!r}: must be an integer {bound}")
+    return value
+
+
+def client_name_safe(field: str, value: str) -> str:
+    """``value`` if Redis accepts it inside a client name (CLIENT SETNAME refuses spaces,
+    newlines and any character outside printable ASCII 33..126), else InvalidInputError: the
+    Worker names its marker connection after its prefix and name, and a refused name would
+    keep that connection from ever opening."""
+    bad = sorted({c for c in value if not 33 <= ord(c) <= 126})
+    if bad:
+        raise InvalidInputError(
+            f"Worker {field}={value!r}: Redis refuses {bad} in a client name; use printable ASCII "
+            "without spaces (characters 33..126)")
+    return value
+
+
+def _limiter(value: Any) -> Mapping[str, int]:
+    """BullMQ's rate limit, exactly ``{"max": jobs >= 1, "duration": ms >= 1}``."""
+    if not isinstance(value, Mapping) or set(value) != {"max", "duration"}:
+        raise InvalidInputError(f"Worker limiter={value!r}: must be {{'max': jobs, 'duration': ms}}, no other keys")
+    for key in ("max", "duration"):
+        item = value[key]
+        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
+            raise InvalidInputError(f"Worker limiter={value!r}: {key} must be an integer >= 1")
+    if value["duration"] > MAX_MS:
+        raise InvalidInputError(f"Worker limiter={value!r}: duration must be at most {MAX_MS} ms")
     return value
 
 
@@ -35,22 +78,38 @@ class WorkerOptions:
     skip_stalled_check: bool = False
     remove_on_complete: Any = None
     remove_on_fail: Any = None
+    backoff_strategy: BackoffStrategy | None = None
+    clock: Clock = system_clock
 
     def __post_init__(self) -> None:
         _at_least("concurrency", self.concurrency, 1)
-        _at_least("lock_duration", self.lock_duration, 1)
-        _at_least("stalled_interval", self.stalled_interval, 1)
+        _at_least("lock_duration", self.lock_duration, 1, MAX_MS)
+        _at_least("stalled_interval", self.stalled_interval, 1, MAX_MS)
         _at_least("max_stalled_count", self.max_stalled_count, 0)
         if self.lock_renew_time is not None:
-            _at_least("lock_renew_time", self.lock_renew_time, 1)
-        if isinstance(self.drain_delay, bool) or not isinstance(self.drain_delay, (int, float)) \
-                or self.drain_delay <= 0:
-            raise InvalidInputError(f"Worker drain_delay={self.drain_delay!r}: must be a number of seconds > 0")
-        if self.limiter is not None and not (isinstance(self.limiter, Mapping)
-                                             and {"max", "duration"} <= set(self.limiter)):
-            raise InvalidInputError(f"Worker limiter={self.limiter!r}: must be {{'max': n, 'duration': ms}}")
-        if self.name is not None and not isinstance(self.name, str):
-            raise InvalidInputError(f"Worker name={self.name!r}: must be a str")
+            _at_least("lock_renew_time", self.lock_renew_time, 1, MAX_MS)
+            if self.lock_renew_time >= self.lock_duration:
+                raise InvalidInputError(
+                    f"Worker lock_renew_time={self.lock_renew_time!r}: must be shorter than lock_duration="
+                    f"{self.lock_duration!r}, or the lock expires before it is renewed and the job runs twice")
+        delay = self.drain_delay
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) \
+                or not 0 < delay <= MAX_MS / 1000:
+            raise InvalidInputError(
+                f"Worker drain_delay={delay!r}: must be a finite number of seconds > 0 and <= {MAX_MS / 1000}")
+        if self.limiter is not None:
+            _limiter(self.limiter)
+        if self.name is not None:
+            if not isinstance(self.name, str):
+                raise InvalidInputError(f"Worker name={self.name!r}: must be a str")
+            client_name_safe("name", self.name)
+        if not isinstance(self.skip_stalled_check, bool):
+            raise InvalidInputError(f"Worker skip_stalled_check={self.skip_stalled_check!r}: must be True or False")
+        if self.backoff_strategy is not None and not callable(self.backoff_strategy):
+            raise InvalidInputError(f"Worker backoff_strategy={self.backoff_strategy!r}: must be callable "
+                                    "(attempts_made, type, error, job) -> ms, or None")
+        if not callable(self.clock):
+            raise InvalidInputError(f"Worker clock={self.clock!r}: must be callable () -> epoch ms")
         for field in ("remove_on_complete", "remove_on_fail"):
             value = getattr(self, field)
             if value is not None:

@@ -4,8 +4,10 @@ For each job: produce the next iteration if it belongs to a job scheduler (befor
 processor runs, as BullMQ's worker does, docs/protocol.md §4.4), run the processor, then
 finish the attempt with one script that also takes the next job when the worker is not
 stopping (fetch-next, §3.3): completed, failed for good, or retried now or after its backoff
-(§3.4). A processor's exception is the job's failure, never the thread's; a bug of ours is
-logged and the job left to the stalled check.
+(§3.4). A processor's exception is the job's failure, never the thread's, even a
+``SystemExit``, a ``KeyboardInterrupt`` or any other ``BaseException`` (the thread is ours, and a
+dead one would take its slot with it); every failed attempt leaves one log line. A bug of ours
+is logged and the job left to the stalled check.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -22,6 +24,7 @@ from ..errors import EchoMQError, UnrecoverableError, WaitingChildrenError
 from ..protocol import job_hash
 from ..protocol.codec import encode_json_like_js
 from ..protocol.keys import QueueKeys
+from ..schedule.repair import STEP_RETRIES, is_transient_step_error
 from ..schedule.scheduler import JobScheduler
 from ..transport.connection import CONNECTION_ERRORS, Backoff
 from ..types import BackoffStrategy, Clock, Processor
@@ -33,6 +36,15 @@ from .retry import retry_delay, stacktrace_with
 from .transitions import Fetched, Transitions
 
 log = logging.getLogger(__name__)
+
+
+class _Failure(NamedTuple):
+    """A failed attempt, decided once: its ``failedReason``, the fields to store, and the retry
+    delay in ms (0: at once, None: it fails for good)."""
+
+    reason: str
+    fields: list[str]
+    delay: int | None
 
 
 class AttemptRunner:
@@ -74,8 +86,9 @@ class AttemptRunner:
                     job_id = current.job_id
                     try:
                         current = self.process(current, token)
-                    except Exception:  # a bug of ours must not kill the thread: the lock
-                        # expires and the stalled check hands the job to someone else
+                    except BaseException:  # a bug of ours (or a strategy's SystemExit) must not
+                        # kill the thread: the lock expires and the stalled check hands the job
+                        # to someone else
                         log.exception("worker %s: job %s could not be finished", self.queue_name, job_id)
                         current = None
                 self.slots.release()
@@ -91,15 +104,16 @@ class AttemptRunner:
             if attempt.scheduler_id:
                 self._produce_next_iteration(attempt)
             job = attempt.job(self.client, self.keys, self.clock)
+            job.lock_release = lambda releasing: self.locks.releasing(attempt.job_id, releasing)
             try:
                 if attempt.deferred_failure:
                     raise UnrecoverableError(attempt.deferred_failure)
                 value = encode_json_like_js(self.processor(job))
             except WaitingChildrenError:
                 return None  # the job moved to waiting-children and runs again after them
-            except Exception as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
-                error: BaseException = exc
-                return self._finish(attempt, lambda fetch: self._fail(attempt, job, error, fetch))
+            except BaseException as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
+                failure = self._failure(attempt, job, exc)  # decided (and logged) once, not per retry
+                return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch))
             return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch))
         finally:
             self.locks.untrack(attempt.job_id)
@@ -108,6 +122,7 @@ class AttemptRunner:
         """Run the final move, retrying through connection losses; a refused move (lock lost,
         no longer active) is logged: another worker owns the job now."""
         backoff: Backoff | None = None  # built on the first error only: the hot path stays lean
+        self.locks.releasing(attempt.job_id)  # from here on a vanished lock may be our own doing
         while not self.abandoned.is_set():
             try:
                 return move(not self.stop.is_set())
@@ -139,12 +154,29 @@ class AttemptRunner:
         self._count_finished()
         return fetched
 
-    def _fail(self, attempt: Attempt, job: Any, exc: BaseException, fetch_next: bool) -> Fetched | None:
+    def _failure(self, attempt: Attempt, job: Any, exc: BaseException) -> _Failure:
+        """What a failed attempt records (reason, traces) and whether it retries, with the one
+        log line that says so: the job's id, name and attempt, and what happens next."""
         reason = str(exc) or type(exc).__name__
         traces = stacktrace_with(job_hash.stacktrace(attempt.fields), exc, attempt.opts.get("stackTraceLimit"))
         fields = ["failedReason", reason, "stacktrace", encode_json_like_js(traces)]
         delay = retry_delay(job, attempt.attempts, attempt.attempts_made, attempt.opts.get("backoff"), exc,
                             self.backoff_strategy)
+        if delay is None:
+            ahead, level = "no retry: the job failed", logging.ERROR
+        else:
+            ahead, level = (f"retrying in {delay} ms" if delay > 0 else "retrying now"), logging.WARNING
+        # Not an Exception (SystemExit, KeyboardInterrupt ...): rarely meant as a job failure,
+        # so it is an ERROR with its traceback; an ordinary failure's traceback is in the job.
+        unusual = not isinstance(exc, Exception)
+        log.log(logging.ERROR if unusual else level, "worker %s: job %s (%s) failed on attempt %d of %d: %s: %s; %s",
+                self.queue_name, attempt.job_id, attempt.fields.get("name", ""), attempt.attempts_made + 1,
+                max(attempt.attempts, attempt.attempts_made + 1), type(exc).__name__, reason, ahead,
+                exc_info=exc if unusual else None)
+        return _Failure(reason, fields, delay)
+
+    def _fail(self, attempt: Attempt, failure: _Failure, fetch_next: bool) -> Fetched | None:
+        reason, fields, delay = failure.reason, failure.fields, failure.delay
         if delay is not None and delay > 0:
             return self.transitions.move_to_delayed(attempt.job_id, attempt.token, self.clock(), delay,
                                                     fields=fields, fetch_next=fetch_next)
@@ -162,13 +194,28 @@ class AttemptRunner:
 
     def _produce_next_iteration(self, attempt: Attempt) -> None:
         """A scheduler's iteration produces the next one as it becomes active, before the
-        processor runs. Failures are logged; the job itself still runs (docs/worker.md)."""
+        processor runs. A transient error (OOM, READONLY, a lost connection) is retried a few
+        times: the step is idempotent (docs/protocol.md §4.4). What still fails is logged and
+        left to the maintenance pass, which repairs the schedule (§4.5); the job itself still
+        runs (docs/worker.md)."""
         scheduler_id = attempt.scheduler_id
         assert scheduler_id is not None
-        try:
-            if len(scheduler_id.split(":")) >= 5 and not self.client.hexists(self.keys.scheduler(scheduler_id), "ic"):
-                return  # a legacy repeatable key, not a job scheduler
-            self.scheduler.produce_next(attempt.job_id)
-        except Exception:
-            log.exception("worker %s: failed to add the next iteration of scheduler %s after job %s",
-                          self.queue_name, scheduler_id, attempt.job_id)
+        backoff: Backoff | None = None
+        for retries_left in range(STEP_RETRIES, -1, -1):
+            try:
+                if len(scheduler_id.split(":")) >= 5 and not self.client.hexists(self.keys.scheduler(scheduler_id),
+                                                                                  "ic"):
+                    return  # a legacy repeatable key, not a job scheduler
+                self.scheduler.produce_next(attempt.job_id)
+                return
+            except Exception as exc:  # the job runs whatever the step did
+                if retries_left and is_transient_step_error(exc) and not self.stop.is_set():
+                    backoff = backoff or Backoff(base=0.05, cap=0.4)
+                    self.stop.wait(backoff.next_delay())
+                    continue
+                transient = is_transient_step_error(exc)  # else a refusal or a bug: worth a traceback
+                log.log(logging.WARNING if transient else logging.ERROR,
+                        "worker %s: could not add the next iteration of scheduler %r after job %s (%s: %s); "
+                        "left to the maintenance pass", self.queue_name, scheduler_id, attempt.job_id,
+                        type(exc).__name__, exc, exc_info=not transient)
+                return

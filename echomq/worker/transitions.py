@@ -10,7 +10,7 @@ scripts, exceptions for negative codes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,10 @@ class Transitions:
         self.options = options
         self._fetch_args = options.fetch_args()
         self._local = threading.local()
+        # Every thread's pinned connection, by thread id, so close() can cut a call stuck on a
+        # server that stopped answering (interrupt_threads); filled once per thread, off the hot path.
+        self._pinned: dict[int, PinnedConnection] = {}
+        self._pinned_lock = threading.Lock()
         # Key lists bound once: the hot path only fills in the job's own keys.
         self._active = script("moveToActive").bind(keys)
         self._finished: dict[str, BoundKeys] = {
@@ -92,14 +96,26 @@ class Transitions:
         pinned = getattr(self._local, "pinned", None)
         if pinned is None:
             pinned = self._local.pinned = PinnedConnection(self.client)
+            with self._pinned_lock:
+                self._pinned[threading.get_ident()] = pinned
         return pinned(bound.script, keys, args)
 
     def release_thread_connection(self) -> None:
         """Give this thread's pinned connection back to the pool (at the thread's end)."""
         pinned = getattr(self._local, "pinned", None)
         if pinned is not None:
+            with self._pinned_lock:
+                self._pinned.pop(threading.get_ident(), None)
             pinned.release()
             self._local.pinned = None
+
+    def interrupt_threads(self, idents: Iterable[int | None]) -> None:
+        """Cut the call each of these threads may be blocked in on its pinned connection (from
+        close(), once Redis stopped answering): the call fails with a connection error."""
+        with self._pinned_lock:
+            pinned = [self._pinned[i] for i in idents if i is not None and i in self._pinned]
+        for connection in pinned:
+            connection.interrupt()
 
     # -- taking jobs ------------------------------------------------------------------------
     def move_to_active(self, token: str, now_ms: int) -> Fetched:

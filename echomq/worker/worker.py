@@ -15,7 +15,11 @@ Shutdown, in dramatiq's order (the thread that proves the worker alive stops las
 renewed, and only then stops the renewer and disconnects every connection the Worker opened.
 Jobs still running at the deadline are abandoned to the stalled check: their locks expire and
 another worker takes them again, so nothing is lost. ``close()`` may be called from another
-thread or from a signal handler the host installed while ``run()`` blocks in the main thread.
+thread, from a signal handler the host installed while ``run()`` blocks in the main thread, or
+from a processor (a "shutdown" job); from the last two it only asks, since it cannot wait for
+itself. The timeout is a bound even when Redis hangs (a stopped server, a partition that resets
+nothing): a fetcher stuck on Redis has its connections cut, a processor stuck in its final move
+past the deadline too, every join has an end, and what is left behind is logged.
 """
 
 from __future__ import annotations
@@ -35,11 +39,30 @@ from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Conne
 from ..types import BackoffStrategy, Clock, KeepRule, Processor
 from .fetcher import Fetcher, Handoff, MarkerWait, Slots
 from .maintenance import LockRegistry, Maintenance
-from .options import WorkerOptions
+from .options import WorkerOptions, client_name_safe
 from .processing import AttemptRunner
 from .transitions import Transitions
 
 log = logging.getLogger(__name__)
+
+#: How long the fetcher may take to stop once close() asked (a healthy Redis answers CLIENT
+#: UNBLOCK or a moveToActive in milliseconds) before its connections are cut.
+FETCHER_STOP_S = 1.0
+
+#: How long the shutdown waits, past the close deadline, for threads to react to the stop (a cut
+#: socket, the maintenance loop's stop) before leaving them behind, logged.
+SHUTDOWN_GRACE_S = 0.5
+
+#: close()'s own slack on top of that before it gives up waiting for run()'s shutdown.
+CLOSE_SLACK_S = 0.5
+
+#: Step of the processor joins, so that a later, shorter close(timeout) is seen in time.
+JOIN_STEP_S = 0.25
+
+
+def _left(end: float | None) -> float | None:
+    """Seconds until the monotonic time ``end`` (None: no end)."""
+    return None if end is None else max(0.0, end - time.monotonic())
 
 
 class Worker:
@@ -79,8 +102,10 @@ class Worker:
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count, name=name,
             drain_delay=drain_delay, limiter=limiter, skip_stalled_check=skip_stalled_check,
             remove_on_complete=remove_on_complete, remove_on_fail=remove_on_fail,
+            backoff_strategy=backoff_strategy, clock=clock,
         )
         self.keys = QueueKeys(queue_name, prefix)
+        client_name_safe("prefix", prefix)  # the marker connection's client name starts with it
         self._connections = Connections(connection)
         self.client = self._connections.client
         self.queue_name = queue_name
@@ -120,7 +145,8 @@ class Worker:
             slots=slots, handoff=handoff, stop=self._stop, abandoned=self._abandoned,
         )
         self._started = False
-        self._close_timeout: float | None = None
+        self._close_deadline: float | None = None  # monotonic; None: no bound (or no close yet)
+        self._own_threads: list[threading.Thread] = []  # processors and maintenance, once run() started them
         self._run_ident: int | None = None
         self._thread: threading.Thread | None = None
         self._pid = PidGuard()
@@ -129,6 +155,10 @@ class Worker:
     # -- public surface ---------------------------------------------------------------------
     @property
     def running(self) -> bool:
+        """True from ``run()`` until its shutdown is done; False in a forked child, which
+        inherited this object but none of its threads."""
+        if self._pid.foreign():
+            return False
         return self._started and not self._stopped.is_set()
 
     @property
@@ -170,12 +200,14 @@ class Worker:
             self._fetcher.marker.open()
             maintenance = threading.Thread(target=self._maintenance_loop, name=f"echomq-maint-{self.queue_name}",
                                            daemon=True)
+            self._own_threads.append(maintenance)
             maintenance.start()
             threads.append(maintenance)
             processors = [
                 threading.Thread(target=self._runner.loop, name=f"echomq-proc-{self.queue_name}-{i}", daemon=True)
                 for i in range(self.concurrency)
             ]
+            self._own_threads.extend(processors)
             for thread in processors:
                 thread.start()
             try:
@@ -198,26 +230,48 @@ class Worker:
         """Stop taking jobs, wait up to ``timeout`` s (None: as long as it takes) for running
         ones, and return once every thread is joined and every connection the Worker opened is
         closed. Jobs still running at the deadline keep their place in ``active`` and are
-        recovered by the stalled check after their lock expires. Safe to call twice, before
-        ``run()``, or from a signal handler."""
+        recovered by the stalled check after their lock expires.
+
+        ``timeout`` holds even when Redis hangs: close() returns within ``max(timeout,
+        FETCHER_STOP_S) + SHUTDOWN_GRACE_S + CLOSE_SLACK_S`` (at most a second past the
+        timeout, or past one second), and logs the jobs and threads it left behind.
+
+        Safe to call twice (the earlier deadline wins), before ``run()``, from a signal handler,
+        or from a processor: from run()'s own thread or a processor it only asks for the stop
+        and returns at once, and run() finishes the shutdown."""
         self._pid.check("Worker")  # a forked child has none of our threads to wait for
-        self._close_timeout = timeout
+        now = time.monotonic()
+        with self._state_lock:
+            asked = None if timeout is None else now + max(0.0, timeout)
+            if asked is not None and (self._close_deadline is None or asked < self._close_deadline):
+                self._close_deadline = asked
+            deadline = self._close_deadline
         self._stop.set()
-        grace = None if timeout is None else timeout + self.drain_delay + 5
+        cut_at = now + FETCHER_STOP_S
+        end = None if deadline is None else max(deadline, cut_at) + SHUTDOWN_GRACE_S + CLOSE_SLACK_S
         if self._started:
             # Waking the fetcher touches locks and sockets; from a signal handler that
-            # interrupted the run() thread we must not block on them, so a helper thread does it.
-            waker = threading.Thread(target=self._fetcher.wake, args=(self._fetcher_done,),
-                                     name="echomq-worker-wake", daemon=True)
-            waker.start()
-            if threading.get_ident() == self._run_ident:
-                return  # run() itself completes the shutdown once the handler returns
-            self._stopped.wait(grace)
-            waker.join(grace)
+            # interrupted the run() thread we must not block on them, so helper threads do it:
+            # one wakes it, one cuts its connections if Redis keeps it from stopping.
+            helpers = [
+                threading.Thread(target=self._fetcher.wake, args=(self._fetcher_done,),
+                                 name="echomq-worker-wake", daemon=True),
+                threading.Thread(target=self._fetcher.cut_if_stuck, args=(self._fetcher_done, cut_at),
+                                 name="echomq-worker-cut", daemon=True),
+            ]
+            for helper in helpers:
+                helper.start()
+            if threading.get_ident() == self._run_ident or threading.current_thread() in self._own_threads:
+                return  # run() completes the shutdown once the handler (or the job) returns
+            if not self._stopped.wait(_left(end)):
+                log.warning("worker %s: close(timeout=%s) returns before run() finished shutting down",
+                            self.queue_name, timeout)
+            for helper in helpers:
+                helper.join(_left(end))
         else:
             self._connections.close()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(grace)  # start() was called: that thread may not have begun run() yet
+            self._thread.join(_left(end))  # start() was called: that thread may not have begun run() yet
 
     def __enter__(self) -> Worker:  # noqa: PYI034
         return self.start()
@@ -235,29 +289,47 @@ class Worker:
                 delay_ms = self.maintenance.run_once(self.clock())
                 backoff.reset()
             except CONNECTION_ERRORS as exc:
+                if self._stop_maintenance.is_set():
+                    return  # the shutdown cut or closed the connection on purpose
                 delay_ms = int(backoff.next_delay() * 1000)
                 log.warning("worker %s maintenance lost Redis (%s); retrying in %d ms", self.queue_name, exc, delay_ms)
             except Exception:
                 delay_ms = int(backoff.next_delay() * 1000)
                 log.exception("worker %s maintenance step failed", self.queue_name)
 
+    def _join_until_deadline(self, threads: list[threading.Thread]) -> list[threading.Thread]:
+        """Join ``threads`` until the close deadline, re-read at each step (a second close()
+        may bring it forward); return those still alive."""
+        while True:
+            alive = [t for t in threads if t.is_alive()]
+            left = _left(self._close_deadline)
+            if not alive or left == 0.0:
+                return alive
+            alive[0].join(JOIN_STEP_S if left is None else min(left, JOIN_STEP_S))
+
     def _shutdown(self, processors: list[threading.Thread], others: list[threading.Thread]) -> None:
         for _ in processors:
             self._handoff.put(None)
-        timeout = self._close_timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in processors:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        if any(t.is_alive() for t in processors):
+        running = self._join_until_deadline(processors)
+        if running:
             # Past the deadline: stop renewing their locks so the stalled check (ours or another
-            # worker's) takes these jobs back; their threads are daemons and finish nothing.
+            # worker's) takes these jobs back; their threads are daemons and finish nothing. A
+            # final move stuck on a Redis that does not answer is cut, so the thread can end.
             self._abandoned.set()
-            log.warning("worker %s closed with %d job(s) still running; left to the stalled check",
-                        self.queue_name, len(self.locks))
+            jobs = sorted(self.locks.snapshot())
             self.locks.clear()
+            log.warning("worker %s closed with %d job(s) still running (%s); their locks are no longer "
+                        "renewed and the stalled check hands them out again", self.queue_name, len(jobs),
+                        ", ".join(jobs))
+            self.transitions.interrupt_threads(t.ident for t in running)
         self._stop_maintenance.set()
-        for thread in others:
-            thread.join()
+        grace_end = time.monotonic() + SHUTDOWN_GRACE_S
+        for thread in (*running, *others):
+            thread.join(_left(grace_end))
+        left = [t.name for t in (*processors, *others) if t.is_alive()]
+        if left:
+            log.warning("worker %s: thread(s) %s still alive after close (in a processor, or waiting on a Redis "
+                        "that does not answer); left behind as daemon threads", self.queue_name, ", ".join(left))
         self._fetcher.marker.close()
         if not any(t.is_alive() for t in processors):
             self._connections.close()  # an abandoned thread may still finish: its client stays open

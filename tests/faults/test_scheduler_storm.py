@@ -2,18 +2,26 @@
 
 8 processes upsert the same scheduler 100 times each; 8 processes run the worker-side step for
 the same iteration. Either way the queue must end with one scheduler hash and one pending
-iteration.
+iteration. And a worker whose writes are refused now and then (maxmemory pulses) keeps its
+schedule alive with exactly one pending iteration.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import random
+import threading
+import time
 from typing import Any
 
 import pytest
 import redis
 
+from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
+from echomq.worker.worker import Worker
+
+from support.workers import Running, wait_until
 
 pytestmark = pytest.mark.real_only
 
@@ -91,3 +99,59 @@ def test_concurrent_worker_steps_produce_exactly_one_next_iteration(real_connect
     assert iteration_keys(real_connection, sched, "one") == sorted(
         [sched.keys.job(first.job_id), sched.keys.job(made[0])])
     assert int(real_connection.get(sched.keys.id)) == 2
+
+
+# -- memory pulses under a running schedule ------------------------------------------------------------
+
+def _pulses(url: str, stop: threading.Event, seed: int) -> None:
+    """Flip maxmemory between almost nothing and unlimited every few ms: each write a script
+    attempts while it is low gets an OOM error reply (noeviction), between them writes pass."""
+    rng = random.Random(seed)
+    control = redis.Redis.from_url(url)
+    try:
+        while not stop.is_set():
+            control.config_set("maxmemory", 1)
+            time.sleep(rng.uniform(0.001, 0.004))
+            control.config_set("maxmemory", 0)
+            time.sleep(rng.uniform(0.002, 0.008))
+    finally:
+        control.config_set("maxmemory", 0)
+        control.close()
+
+
+def _pending(client: redis.Redis, keys: QueueKeys, sid: str) -> list[str]:
+    placed = [m.decode() for m in client.zrange(keys.delayed, 0, -1) + client.zrange(keys.prioritized, 0, -1)
+              + client.lrange(keys.wait, 0, -1)]
+    return sorted(j for j in placed if j.startswith(f"repeat:{sid}:") and client.exists(keys.job(j))
+                  and not client.hexists(keys.job(j), "processedOn"))
+
+
+def test_memory_pulses_never_leave_a_schedule_without_its_pending_iteration(redis_server_factory):
+    """OOM error replies while the worker produces the next iteration (issue item 7): the step
+    is retried, or the maintenance pass repairs the schedule; never zero pending, never two."""
+    server = redis_server_factory(persistent=False)
+    client = redis.Redis.from_url(server.url)
+    client.config_set("maxmemory-policy", "noeviction")
+    queue = "pulses"
+    keys = QueueKeys(queue)
+    ran: list[str] = []
+    JobScheduler(client, queue).upsert("pulse", {"every": 200}, "pulse")
+    worker = Worker(client, queue, lambda job: ran.append(job.id), stalled_interval=500, lock_duration=1000,
+                    drain_delay=0.5)
+    with Running(worker):
+        assert wait_until(lambda: len(ran) >= 3, timeout=10)
+        for storm in range(3):
+            stop = threading.Event()
+            thread = threading.Thread(target=_pulses, args=(server.url, stop, storm))
+            thread.start()
+            time.sleep(2.0)
+            stop.set()
+            thread.join(10)
+            time.sleep(0.3)
+        after_storms = len(ran)
+        # the runs go on, at the schedule's pace
+        assert wait_until(lambda: len(ran) >= after_storms + 5, timeout=15), (after_storms, len(ran))
+    score = client.zscore(keys.repeat, "pulse")
+    assert score is not None
+    assert _pending(client, keys, "pulse") == [f"repeat:pulse:{int(score)}"]
+    client.close()

@@ -2,14 +2,18 @@
 inputs, fed to both entry points, must give the same verdict, the same error word for word,
 and for a pattern the same first run.
 
-The one check that depends on "now" differs by design: an ``end_date`` already past makes
-``upsert`` refuse to create a schedule that has ended, and ``calculate_next_millis`` answer
-that there is no next run (docs/protocol.md §4).
+Two differences are by design. The check that depends on "now": an ``end_date`` already past
+makes ``upsert`` refuse to create a schedule that has ended, and ``calculate_next_millis``
+answer that there is no next run. And what only another runtime writes: ``calculate_next_millis``
+*reads* options as the worker step reads a stored schedule, so whatever BullMQ 6.7 accepts
+(``tz: "local"``, BullMQ's ``count``/``prevMillis``, an end before the start ...) is read there,
+while ``upsert`` refuses to write it (docs/protocol.md §4).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -70,7 +74,6 @@ REFUSED: list[Any] = [
                  id="tz-unknown"),
     pytest.param({"every": 1000, "tz": "Nowhere/Land"}, "tz 'Nowhere/Land': unknown time zone", id="every-tz-unknown"),
     pytest.param({"pattern": "0 9 * * *", "tz": ["Europe/Berlin"]}, "must be an IANA zone name string", id="tz-list"),
-    pytest.param({"pattern": "0 9 * * *", "tz": "local"}, "the process-local zone is not supported", id="tz-local"),
     pytest.param({"pattern": "0 9 * * *", "tz": "UTC+25"}, "offset out of range", id="tz-offset-range"),
     pytest.param({"pattern": "0 9 * * *", "tz": ""}, "tz '': unknown time zone", id="tz-empty"),
     pytest.param({"pattern": "0 9 * * *", "start_date": str(LATER)}, "give epoch milliseconds as an int",
@@ -78,7 +81,6 @@ REFUSED: list[Any] = [
     pytest.param({"pattern": "0 9 * * *", "start_date": "tomorrow"}, "is not an ISO 8601 date", id="start-words"),
     pytest.param({"pattern": "0 9 * * *", "start_date": dt.datetime(2024, 6, 1)}, "a naive datetime is ambiguous",
                  id="start-naive"),
-    pytest.param({"pattern": "0 9 * * *", "start_date": -1}, "start_date=-1: must be >= 0", id="start-negative"),
     pytest.param({"pattern": "0 9 * * *", "end_date": True}, "end_date=True: must be an integer", id="end-bool"),
     pytest.param({"pattern": "0 9 * * *", "start_date": LATER, "startDate": LATER}, "given both ways",
                  id="start-two-spellings"),
@@ -88,19 +90,26 @@ REFUSED: list[Any] = [
                  "immediately and start_date cannot be used together", id="immediately-start"),
     pytest.param({"pattern": "0 9 * * *", "immediately": "yes"}, "immediately='yes': must be True or False",
                  id="immediately-str"),
-    pytest.param({"pattern": "0 9 * * *", "start_date": LATER + 1, "end_date": LATER},
-                 "is after end_date: the schedule would never run", id="start-after-end"),
     pytest.param({"every": 1000, "limit": 0}, "limit=0: must be >= 1", id="limit-zero"),
     pytest.param({"every": 1000, "limit": 1.5}, "limit=1.5: must be a whole number", id="limit-fraction"),
+    pytest.param({"every": 1000, "every_ms": 3}, "every_ms=3: unknown repeat option", id="unknown"),
+    pytest.param({"pattern": "0 9 * * *", "ic": 3}, "ic=3: unknown repeat option", id="hash-field"),
+    pytest.param([("every", 1000)], "repeat_opts must be a mapping, got list", id="not-a-mapping"),
+]
+
+#: Refused by upsert (it never writes them), read by calculate_next_millis: another runtime may
+#: have stored them, and the worker step must still advance such a schedule.
+READ_NOT_WRITTEN: list[Any] = [
+    pytest.param({"pattern": "0 9 * * *", "tz": "local"}, "the process-local zone is not supported", id="tz-local"),
+    pytest.param({"pattern": "0 9 * * *", "start_date": -1}, "start_date=-1: must be >= 0", id="start-negative"),
+    pytest.param({"pattern": "0 9 * * *", "start_date": LATER + 1, "end_date": LATER},
+                 "is after end_date: the schedule would never run", id="start-after-end"),
     pytest.param({"pattern": "0 9 * * *", "offset": 5}, "offset=5: applies to every schedules only",
                  id="offset-pattern"),
     pytest.param({"every": 1000, "offset": 1000}, "offset=1000: must be smaller than every (1000)", id="offset-big"),
     pytest.param({"every": 1000, "offset": -1}, "offset=-1: must be >= 0", id="offset-negative"),
-    pytest.param({"every": 1000, "every_ms": 3}, "every_ms=3: unknown repeat option", id="unknown"),
     pytest.param({"every": 1000, "count": 3}, "count=3: unknown repeat option", id="runtime-field-count"),
     pytest.param({"every": 1000, "prevMillis": NOW}, "unknown repeat option", id="runtime-field-prev"),
-    pytest.param({"pattern": "0 9 * * *", "ic": 3}, "ic=3: unknown repeat option", id="hash-field"),
-    pytest.param([("every", 1000)], "repeat_opts must be a mapping, got list", id="not-a-mapping"),
 ]
 
 ENDED: list[Any] = [
@@ -149,5 +158,15 @@ def test_an_end_already_past_has_no_next_run_and_cannot_be_created(connection: r
                                                                     repeat_opts: dict[str, Any]) -> None:
     assert calculate_next_millis(repeat_opts, NOW) is None
     with pytest.raises(InvalidScheduleError, match=r"end_date=.*: is already in the past"):
+        scheduler.upsert("s", repeat_opts)
+    assert written(connection, scheduler) == []
+
+
+@pytest.mark.parametrize(("repeat_opts", "message"), READ_NOT_WRITTEN)
+def test_what_only_another_runtime_writes_is_read_but_not_written(connection: redis.Redis, scheduler: JobScheduler,
+                                                                  repeat_opts: Any, message: str) -> None:
+    ends_before_start = repeat_opts.get("start_date", 0) > repeat_opts.get("end_date", float("inf"))
+    assert (calculate_next_millis(repeat_opts, NOW) is None) == ends_before_start  # read: a run, or none left
+    with pytest.raises(InvalidScheduleError, match=re.escape(message)):
         scheduler.upsert("s", repeat_opts)
     assert written(connection, scheduler) == []

@@ -9,6 +9,8 @@ slot, consecutive slots exactly ``every`` apart, no gap, no double.
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 import threading
 import time
 from typing import Any
@@ -19,7 +21,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
 
-from support.workers import Running, events
+from support.workers import Running, events, wait_until
 
 EVERY = 200
 WINDOW_S = 3.0
@@ -88,3 +90,89 @@ def test_a_stalled_iteration_is_requeued_and_still_runs_once(connection: redis.R
          for a, b in connection.hgetall(k.job(first[0])).items()}
     assert "defa" not in h and h["stc"] == "1" and "returnvalue" in h
     assert connection.zcard(k.delayed) == 1  # still exactly one next iteration
+
+
+def _hand_written_current_iteration(client: redis.Redis, queue_name: str, sid: str, due: int,
+                                    repeat: dict[str, Any], **fields: Any) -> str:
+    """A scheduler and its current iteration, due now, as another runtime may have left them."""
+    k = QueueKeys(queue_name)
+    job_id = f"repeat:{sid}:{due}"
+    client.zadd(k.repeat, {sid: due})
+    client.hset(k.scheduler(sid), mapping={"name": sid, "offset": 0, "ic": 1, **fields})
+    opts = {"attempts": 0, "jobId": job_id, "delay": 0, "timestamp": due, "repeatJobKey": sid, "repeat": repeat,
+            "prevMillis": due}
+    client.hset(k.job(job_id), mapping={"name": sid, "data": "{}", "opts": json.dumps(opts), "timestamp": due,
+                                         "delay": 0, "priority": 0, "rjk": sid})
+    client.lpush(k.wait, job_id)
+    client.zadd(k.marker, {"0": 0})
+    return job_id
+
+
+def test_a_worker_advances_a_schedule_another_runtime_wrote(connection: redis.Redis, queue_name: str,
+                                                            monkeypatch: Any) -> None:
+    """tz "local" and ISO 8601 dates in the iteration's opts (docs/protocol.md §4.4): read, not fatal."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        due = (int(time.time()) + 1) * 1000
+        _hand_written_current_iteration(
+            connection, queue_name, "foreign", due,
+            {"pattern": "* * * * * *", "tz": "local", "startDate": "2020-01-01T00:00:00", "endDate": "2099-01-01",
+             "count": 1}, pattern="* * * * * *", tz="local")
+        ran: list[str] = []
+        with Running(Worker(connection, queue_name, lambda job: ran.append(job.id), drain_delay=0.2)):
+            assert wait_until(lambda: len(ran) >= 3, timeout=10), ran
+        slots = _slots(ran)
+        assert slots[0] == due and all(b - a == 1000 for a, b in itertools.pairwise(slots[:3]))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_failed_step_is_repaired_by_the_maintenance_pass(connection: redis.Redis, queue_name: str,
+                                                           monkeypatch: Any, caplog: Any) -> None:
+    """The step fails for good once (an error reply the worker does not retry): the iteration
+    runs, the maintenance pass places the next one, and the schedule goes on (§4.5)."""
+    real_step = JobScheduler.produce_next
+    failures: list[str] = []
+
+    def fail_once(self: JobScheduler, job_id: str, **kw: Any) -> Any:
+        if not failures:
+            failures.append(job_id)
+            raise redis.ResponseError("ERR injected: the step's script was refused")
+        return real_step(self, job_id, **kw)
+
+    monkeypatch.setattr(JobScheduler, "produce_next", fail_once)
+    JobScheduler(connection, queue_name).upsert("heal", {"every": EVERY}, "heal")
+    ran: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="echomq"), \
+            Running(Worker(connection, queue_name, lambda job: ran.append(job.id), stalled_interval=300,
+                           drain_delay=0.2)):
+        assert wait_until(lambda: len(ran) >= 4, timeout=10), ran
+    assert failures and failures[0] == ran[0]
+    repaired = [r.getMessage() for r in caplog.records if r.name == "echomq.schedule.repair"]
+    assert len(repaired) == 1 and "'heal'" in repaired[0]
+    assert len(ran) == len(set(ran)), "an iteration ran twice"
+
+
+def test_a_transient_step_error_is_retried_not_left_behind(connection: redis.Redis, queue_name: str,
+                                                           monkeypatch: Any, caplog: Any) -> None:
+    """OOM twice, then the step passes: retried at once, no repair needed (§4.4, "A failed step")."""
+    real_step = JobScheduler.produce_next
+    refused: list[str] = []
+
+    def oom_twice(self: JobScheduler, job_id: str, **kw: Any) -> Any:
+        if len(refused) < 2:
+            refused.append(job_id)
+            raise redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+        return real_step(self, job_id, **kw)
+
+    monkeypatch.setattr(JobScheduler, "produce_next", oom_twice)
+    first = JobScheduler(connection, queue_name).upsert("retry", {"every": EVERY}, "retry")
+    ran: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="echomq"), \
+            Running(Worker(connection, queue_name, lambda job: ran.append(job.id), skip_stalled_check=True,
+                           drain_delay=0.2)):
+        assert wait_until(lambda: len(ran) >= 3, timeout=10), ran  # no repair runs: the retry did it
+    assert refused == [first.job_id, first.job_id]
+    assert [r for r in caplog.records if "scheduler" in r.getMessage()] == []

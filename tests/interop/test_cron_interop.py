@@ -110,3 +110,50 @@ def test_odd_transitions_walk_model_and_divergences_live(bullmq_peer: Any) -> No
             wrongly_kept.append((case, live, ours))
     assert not walk_differs, (f"seed {seed}", walk_differs[:5])
     assert not wrongly_kept, (f"seed {seed}", wrongly_kept[:5])
+
+
+ASK_READ = """
+const cases = %s;
+return cases.map((c) => {
+  try {
+    const r = bullmq.defaultRepeatStrategy(c.ref, c.opts);
+    return r === undefined ? null : r;
+  } catch (e) {
+    return 'error';
+  }
+});
+"""
+
+
+def test_process_local_zones_and_iso_dates_are_read_as_bullmq_reads_them(bullmq_peer: Any, monkeypatch: Any) -> None:
+    """tz 'local'/'system'/'default' and ISO 8601 start dates, under the same TZ for Node and us."""
+    import time
+
+    rng = random.Random(11)
+    patterns = ["0 9 * * *", "30 2 * * *", "*/20 * * * *", "0 0 1 * *", "15 3 * * 0"]
+    starts = ["2024-03-10", "2024-03-10T01:30:00", "2024-11-03T01:30", "2024-06-01 00:00:00", "2024-06-01T00:00:00Z",
+              "2024-06-01T04:00:00+02:00", "2024-06-01T04:00:00.250-0300"]
+    try:
+        for process_tz in ("America/New_York", "Asia/Kolkata", "Europe/Berlin", "XYZ3", ""):
+            cases = []
+            for _ in range(60):
+                # always a tz: without one BullMQ reads the process zone and EchoMQ UTC (docs/cron.md)
+                opts: dict[str, Any] = {"pattern": rng.choice(patterns),
+                                        "tz": rng.choice(["local", "system", "default", "LOCAL"])}
+                if rng.random() < 0.5:
+                    opts["startDate"] = rng.choice(starts)
+                cases.append({"opts": opts, "ref": 1_704_067_200_000 + rng.randint(0, 366 * 86_400_000)})
+            peer = type(bullmq_peer)(bullmq_peer.env["REDIS_URL"])
+            peer.env["TZ"] = process_tz
+            live = peer.run(ASK_READ % json.dumps(cases))[-1]
+            monkeypatch.setenv("TZ", process_tz)
+            time.tzset()
+            for case, theirs in zip(cases, live):
+                try:
+                    ours: Any = calculate_next_millis(case["opts"], case["ref"])
+                except InvalidScheduleError:
+                    ours = "error"
+                assert ours == theirs, (process_tz, case)
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -51,7 +52,7 @@ def test_bullmqs_worker_honours_attempts_and_backoff_echomq_stored(bullmq_peer: 
     starts = _bullmq_runs(bullmq_peer, queue_name, job.id, runs)
     assert len(starts) == runs, starts
     assert all(start["attempts"] == opts["attempts"] for start in starts)
-    gaps = [later["at"] - earlier["at"] for earlier, later in zip(starts, starts[1:])]
+    gaps = [later["at"] - earlier["at"] for earlier, later in itertools.pairwise(starts)]
     assert all(gap >= min_gap_ms for gap in gaps), gaps
     if opts.get("backoff", {}) and isinstance(opts["backoff"], dict):
         assert gaps[1] >= 2 * 150 * 0.9, gaps  # exponential: the second wait doubles

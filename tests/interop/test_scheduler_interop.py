@@ -242,3 +242,189 @@ def test_worker_step_writes_what_a_bullmq_worker_writes(bullmq_peer, connection,
             stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
             if stale:
                 connection.delete(*stale)
+
+
+# -- 5. the template is stored as BullMQ stores it ---------------------------------------------------
+
+TEMPLATES = [
+    ({"backoff": 1000, "attempts": 2}, "{backoff: 1000, attempts: 2}"),
+    ({"backoff": {"type": "exponential", "delay": 50}}, "{backoff: {type: 'exponential', delay: 50}}"),
+    ({"remove_on_complete": 10, "remove_on_fail": {"age": 60}, "priority": 3, "lifo": True},
+     "{removeOnComplete: 10, removeOnFail: {age: 60}, priority: 3, lifo: true}"),
+    ({"keep_logs": 5, "stack_trace_limit": 2, "remove_dependency_on_failure": True},
+     "{keepLogs: 5, stackTraceLimit: 2, removeDependencyOnFailure: true}"),
+    ({"deduplication": {"id": "d"}}, "{deduplication: {id: 'd'}}"),
+]
+
+
+def test_the_template_hash_fields_are_what_bullmq_stores(bullmq_peer, connection, queue_name):
+    ours, theirs = queue_name + "-emq", queue_name + "-bull"
+    data = {"to": "a/b", "n": [1, 2.5, None], "s": "é"}
+    js = js_queue(theirs)
+    sched = JobScheduler(connection, ours)
+    try:
+        for n, (opts, js_opts) in enumerate(TEMPLATES):
+            sched.upsert(f"s{n}", {"every": 60_000}, "job", data, opts)
+            js += (f"await q.upsertJobScheduler('s{n}', {{every: 60000}}, {{name: 'job', data: {json.dumps(data)},"
+                   f" opts: {js_opts}}});")
+        bullmq_peer.run(js + "await q.close();")
+        for n in range(len(TEMPLATES)):
+            mine = {k.decode(): v.decode() for k, v in connection.hgetall(QueueKeys(ours).scheduler(f"s{n}")).items()}
+            their = {k.decode(): v.decode() for k, v in
+                     connection.hgetall(QueueKeys(theirs).scheduler(f"s{n}")).items()}
+            assert json.loads(mine["opts"]) == json.loads(their["opts"]), TEMPLATES[n]
+            assert json.loads(mine["data"]) == json.loads(their["data"]) == data
+            # the first iteration carries the template as BullMQ's upsert writes it too
+            mine_job = json.loads(connection.hget(QueueKeys(ours).job(f"repeat:s{n}:{mine_score(connection, ours, n)}"),
+                                                  "opts"))
+            their_job = json.loads(connection.hget(QueueKeys(theirs).job(
+                f"repeat:s{n}:{mine_score(connection, theirs, n)}"), "opts"))
+            assert mine_job.get("backoff") == their_job.get("backoff")
+    finally:
+        for name in (ours, theirs):
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            if stale:
+                connection.delete(*stale)
+
+
+def mine_score(connection: redis.Redis, queue: str, n: int) -> int:
+    return int(connection.zscore(QueueKeys(queue).repeat, f"s{n}"))
+
+
+# -- 6. schedules BullMQ wrote are always advanced ----------------------------------------------------
+
+def test_bullmq_dates_given_as_date_objects_and_strings_are_read_and_advanced(bullmq_peer, connection, queue_name):
+    start = "2031-01-01T00:00:00.000Z"
+    start_ms, end_ms = 1_924_992_000_000, 1_924_992_000_000 + 3_600_000  # 2031-01-01T00:00Z, an hour later
+    bullmq_peer.run(
+        js_queue(queue_name)
+        + f"await q.upsertJobScheduler('as-date', {{every: 60000, startDate: new Date('{start}'),"
+        f"  endDate: new Date({end_ms})}}, {{name: 'd'}});"
+        f"await q.upsertJobScheduler('as-string', {{pattern: '*/10 * * * *', startDate: '{start}',"
+        "  endDate: '2031-01-01T02:00:00+01:00'}, {name: 's'});"
+        "await q.close();"
+    )
+    sched = JobScheduler(connection, queue_name)
+    k = QueueKeys(queue_name)
+    for sid in ("as-date", "as-string"):
+        raw = {a.decode(): b.decode() for a, b in connection.hgetall(k.scheduler(sid)).items()}
+        assert raw["startDate"] == str(start_ms)  # BullMQ stores epoch ms, whatever it was given
+        record = sched.get(sid)
+        assert record.start_date == start_ms and record.end_date == end_ms
+    every = sched.get("as-date")
+    nxt = sched.produce_next(f"repeat:as-date:{every.next_millis}", now_ms=start_ms)
+    assert nxt is not None and nxt.due_ms == start_ms + 60_000
+    cron = sched.get("as-string")
+    assert cron.next_millis == start_ms + 600_000  # strictly after the start
+    nxt = sched.produce_next(f"repeat:as-string:{cron.next_millis}", now_ms=cron.next_millis)
+    assert nxt is not None and nxt.due_ms == start_ms + 1_200_000
+    opts = json.loads(connection.hget(k.job(nxt.job_id), "opts"))
+    assert opts["repeat"]["startDate"] == start_ms and opts["repeat"]["count"] == 2
+
+
+def test_a_process_local_zone_is_read_as_bullmq_reads_it(bullmq_peer, connection, queue_name, monkeypatch):
+    """BullMQ's tz 'local' is the Node process's zone; EchoMQ's worker step reads it as its own."""
+    zone = "America/New_York"
+    peer = type(bullmq_peer)(bullmq_peer.env["REDIS_URL"])
+    peer.env["TZ"] = zone
+    [ticks] = peer.run(
+        js_queue(queue_name)
+        + "await q.upsertJobScheduler('local', {pattern: '0 9 * * *', tz: 'local'}, {name: 'l'});"
+        "const s = await q.getJobScheduler('local');"
+        "const next = bullmq.defaultRepeatStrategy(s.next + 1, {pattern: '0 9 * * *', tz: 'local'});"
+        "await q.close(); return {first: s.next, second: next};"
+    )
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        sched = JobScheduler(connection, queue_name)
+        record = sched.get("local")
+        assert record.tz == "local" and record.next_millis == ticks["first"]
+        assert sched.calculate_next_millis({"pattern": "0 9 * * *", "tz": "local"}, ticks["first"] - 1) == \
+            ticks["first"]
+        nxt = sched.produce_next(f"repeat:local:{ticks['first']}", now_ms=ticks["first"])
+        assert nxt is not None and nxt.due_ms == ticks["second"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_bullmq_advances_what_echomq_read_from_it(bullmq_peer, connection, queue_name):
+    """The iteration EchoMQ's step wrote from a BullMQ-made ISO-dated schedule is one BullMQ's
+    worker continues: dates stored as epoch ms, the count going on."""
+    start = int(time.time() * 1000) + 1500
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start / 1000)) + f".{start % 1000:03d}Z"
+    bullmq_peer.run(js_queue(queue_name) + f"await q.upsertJobScheduler('mix', {{every: 500, startDate: '{iso}'}},"
+                    " {name: 'm'}); await q.close();")
+    sched = JobScheduler(connection, queue_name)
+    first = sched.get("mix").next_millis
+    assert first == start
+    nxt = sched.produce_next(f"repeat:mix:{first}", now_ms=first)
+    assert nxt is not None and nxt.due_ms == first + 500
+    seen = bullmq_peer.run(
+        "const seen = [];"
+        f"const w = new bullmq.Worker('{{{queue_name}}}', async (job) => {{"
+        "  seen.push({id: job.id, count: job.opts.repeat.count, start: job.opts.repeat.startDate}); },"
+        "  {connection: connection(), prefix});"
+        "const deadline = Date.now() + 10000;"
+        f"while (!seen.some((s) => s.id === '{nxt.job_id}') && Date.now() < deadline) await sleep(20);"
+        "await sleep(700); await w.close(); return seen;",
+        timeout=60,
+    )[-1]
+    mine = next(s for s in seen if s["id"] == nxt.job_id)
+    assert mine == {"id": nxt.job_id, "count": 2, "start": start}
+    assert sched.get("mix").iteration_count >= 3  # BullMQ's worker went on from it
+
+
+def _hand_written_iteration(client: redis.Redis, queue: str, due: int, repeat: dict[str, Any]) -> str:
+    """A scheduler and its current iteration, waiting, as another runtime may have left them."""
+    k = QueueKeys(queue)
+    job_id = f"repeat:iso:{due}"
+    client.zadd(k.repeat, {"iso": due})
+    client.hset(k.scheduler("iso"), mapping={"name": "iso", "every": 1000, "offset": due % 1000, "ic": 1})
+    opts = {"attempts": 0, "jobId": job_id, "delay": 0, "timestamp": due, "repeatJobKey": "iso", "repeat": repeat}
+    client.hset(k.job(job_id), mapping={"name": "iso", "data": "{}", "opts": json.dumps(opts), "timestamp": due,
+                                         "delay": 0, "priority": 0, "rjk": "iso"})
+    client.lpush(k.wait, job_id)
+    client.zadd(k.marker, {"0": 0})
+    return job_id
+
+
+def test_iso_dates_in_an_iteration_are_read_as_bullmqs_worker_reads_them(bullmq_peer, connection, queue_name,
+                                                                          monkeypatch):
+    """Offsetless date-times are local time, a date alone is UTC, for both runtimes' steps; both
+    write the next iteration's dates as epoch ms."""
+    zone = "America/New_York"
+    ours, theirs = queue_name + "-emq", queue_name + "-bull"
+    repeat = {"every": 1000, "startDate": "2020-01-01T00:00:00", "endDate": "2040-01-01", "count": 1}
+    due = int(time.time() * 1000)
+    try:
+        mine_id = _hand_written_iteration(connection, ours, due, repeat)
+        _hand_written_iteration(connection, theirs, due, repeat)
+        peer = type(bullmq_peer)(bullmq_peer.env["REDIS_URL"])
+        peer.env["TZ"] = zone
+        peer.run(
+            "let done = false;"
+            f"const w = new bullmq.Worker('{{{theirs}}}', async () => {{ done = true; }},"
+            "  {connection: connection(), prefix});"
+            "const deadline = Date.now() + 10000;"
+            "while (!done && Date.now() < deadline) await sleep(20);"
+            "await w.close();"
+        )
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        nxt = JobScheduler(connection, ours).produce_next(mine_id)
+        assert nxt is not None
+        their_next = JobScheduler(connection, theirs).get("iso").next_millis
+        their_opts = json.loads(connection.hget(QueueKeys(theirs).job(f"repeat:iso:{their_next}"), "opts"))
+        mine_opts = json.loads(connection.hget(QueueKeys(ours).job(nxt.job_id), "opts"))
+        expected = {"every": 1000, "startDate": 1_577_854_800_000, "endDate": 2_208_988_800_000, "count": 2}
+        assert {k: v for k, v in their_opts["repeat"].items() if k != "offset"} == expected
+        assert mine_opts["repeat"] == expected
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+        for name in (ours, theirs):
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            if stale:
+                connection.delete(*stale)

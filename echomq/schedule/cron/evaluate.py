@@ -35,11 +35,13 @@ from ...errors import InvalidScheduleError
 from .parse import CronFields, parse_pattern
 from .tables import EPOCH_ORDINAL, CalendarTables, Wall, wall_of, wall_seconds
 from .walk import accepted, near_odd_transition, walk_next
-from .zones import Zone, resolve_zone
+from .zones import Zone, is_local_name, local_zone, resolve_zone
 
 _FIRST_MS = (_dt.date(1, 1, 2).toordinal() - EPOCH_ORDINAL) * 86_400_000  # a day of margin for offsets
 # The last day a reference may fall on (the Gregorian calendar repeats every 400 years).
 _LAST_MS = (_dt.date(9999, 12, 30).toordinal() - EPOCH_ORDINAL) * 86_400_000
+# The last epoch second of the year 9999 in UTC: no run may fall after it.
+_LAST_SECOND = (_dt.date(9999, 12, 31).toordinal() - EPOCH_ORDINAL + 1) * 86_400 - 1
 
 
 class CronSchedule(CalendarTables):
@@ -63,15 +65,32 @@ class CronSchedule(CalendarTables):
             raise InvalidScheduleError(f"reference {reference_ms!r}: outside the years 1-9999 that dates can hold")
         after = reference_ms // 1000
         zone = self.zone
-        if isinstance(zone, int):
-            found = self.next_wall(wall_of(after + zone))
-            return None if found is None else (wall_seconds(found) - zone) * 1000
-        result = self._next_zoned(after, zone, reference_ms % 1000 != 0)
+        try:
+            if isinstance(zone, int):
+                found = self.next_wall(wall_of(after + zone))
+                return None if found is None else self._in_range((wall_seconds(found) - zone), reference_ms)
+            result = self._next_zoned(after, zone, reference_ms % 1000 != 0)
+        except (OverflowError, ValueError):  # a wall time past the year 9999 (a zone west of UTC)
+            raise self._beyond(reference_ms) from None
+        if result is not None:
+            self._in_range(result, reference_ms)
         if result is not None and near_odd_transition(zone, after, result):
             walked = walk_next(self, zone, reference_ms)
             if walked != result and accepted(self, zone, reference_ms, walked):
                 result = walked  # BullMQ's own answer where it is a real run (cron_walk)
         return None if result is None else result * 1000
+
+    @staticmethod
+    def _beyond(reference_ms: int) -> InvalidScheduleError:
+        return InvalidScheduleError(f"reference {reference_ms!r}: the next run falls after the year 9999, "
+                                    "beyond what dates can hold")
+
+    def _in_range(self, seconds: int, reference_ms: int) -> int:
+        """``seconds`` in ms, if an instant of the years 1-9999 (UTC); a later run (a zone west of
+        UTC near the end of 9999) is InvalidScheduleError, not a time no reader could show."""
+        if seconds > _LAST_SECOND:
+            raise self._beyond(reference_ms)
+        return seconds * 1000
 
     def runs_after(self, reference_ms: int) -> Iterator[int]:
         """Successive runs after ``reference_ms``, each computed from the one before."""
@@ -216,16 +235,27 @@ def _transition(low: int, high: int, zone: ZoneInfo) -> int:
     return high
 
 
-def compile_schedule(pattern: str, tz: str | None = None) -> CronSchedule:
-    """Parse and compile once per (pattern, tz); raises InvalidScheduleError."""
+def compile_schedule(pattern: str, tz: str | None = None, *, local: bool = False) -> CronSchedule:
+    """Parse and compile once per (pattern, tz); raises InvalidScheduleError.
+
+    ``local=True`` reads luxon's process-local zone names (``local``, ``system``, ``default``)
+    as this process's zone (``zones.local_zone``), for schedules another runtime stored.
+    """
     if not isinstance(pattern, str):
         raise InvalidScheduleError(f"pattern {pattern!r}: must be a string")
     if tz is not None and not isinstance(tz, str):
         raise InvalidScheduleError(f"tz {tz!r}: must be an IANA zone name string")
+    if local and tz is not None and is_local_name(tz):
+        return _compile_in(pattern, tz, local_zone())  # the zone is looked up anew: TZ may change
     return _compile(pattern, tz)
 
 
 @functools.lru_cache(maxsize=1024)
 def _compile(pattern: str, tz: str | None) -> CronSchedule:
     zone = resolve_zone(tz)
+    return CronSchedule(pattern, tz, parse_pattern(pattern), zone)
+
+
+@functools.lru_cache(maxsize=64)
+def _compile_in(pattern: str, tz: str, zone: Zone) -> CronSchedule:
     return CronSchedule(pattern, tz, parse_pattern(pattern), zone)
