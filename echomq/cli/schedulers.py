@@ -20,6 +20,8 @@ from typing import Any, TextIO
 import redis
 
 from ..errors import EchoMQError, InvalidJobOptionsError
+from ..protocol.codec import json_or_text
+from ..protocol.options import decode_job_options
 from ..schedule import JobScheduler, SchedulerRecord, calculate_next_millis
 from .options import add_queue_options, open_client
 
@@ -121,7 +123,10 @@ def _template(args: argparse.Namespace, existing: SchedulerRecord | None, data: 
                               "give --data to replace it") from None
         kept.append("data")
     if args.opts is None and existing.raw.get("opts"):
-        opts = existing.template_opts
+        # The stored options as they are (a bare-number backoff stays one), not template_opts'
+        # normal form: keeping a template must not rewrite it.
+        stored_opts = json_or_text(existing.raw["opts"])
+        opts = decode_job_options(stored_opts) if isinstance(stored_opts, dict) else existing.template_opts
         kept.append("opts")
     return name, data, opts, kept
 

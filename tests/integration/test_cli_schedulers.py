@@ -77,6 +77,20 @@ def test_upsert_without_a_template_keeps_the_existing_one(capsys, url_connection
     assert job[b"name"] == b"build-report" and json.loads(job[b"data"]) == {"to": "ops@example.com", "n": [1, 2]}
 
 
+def test_a_kept_template_is_not_rewritten(capsys, url_connection, server_url, queue_name):
+    """A bare-number backoff is stored as given (as BullMQ stores it); keeping the template on a
+    re-upsert must leave those bytes alone, not store their normal form."""
+    common = ("--queue", queue_name, "--redis", server_url)
+    run(capsys, "schedulers", "upsert", "nightly", *common, "--every", "60000", "--opts",
+        '{"attempts": 2, "backoff": 1000}')
+    key = f"emq:{{{queue_name}}}:repeat:nightly"
+    stored = url_connection.hget(key, "opts")
+    assert json.loads(stored)["backoff"] == 1000
+    code, out, _ = run(capsys, "schedulers", "upsert", "nightly", *common, "--every", "30000")
+    assert code == 0 and "kept" in out
+    assert url_connection.hget(key, "opts") == stored
+
+
 def test_upsert_replaces_the_parts_of_the_template_it_is_given(capsys, url_connection, server_url, queue_name):
     common = ("--queue", queue_name, "--redis", server_url)
     run(capsys, "schedulers", "upsert", "report", *common, "--every", "60000", "--name", "build-report",
