@@ -3,7 +3,9 @@
 One root, ``EchoMQError``; branches by who has to react. Input errors are also ``ValueError``,
 "not found" errors are also ``LookupError``, so callers can catch the stdlib class they expect.
 ``redis.ConnectionError`` and friends pass through untouched: a network fault is redis-py's
-story and callers already handle it.
+story and callers already handle it. A refusal by the server's ACL is the exception:
+``PermissionDeniedError`` names what the role lacks, and is still the
+``redis.exceptions.NoPermissionError`` that code catching Redis's own refusal expects.
 
 ``UnrecoverableError`` is different: user code raises it inside a processor to fail a job at
 once, so it is not an ``EchoMQError``.
@@ -11,7 +13,10 @@ once, so it is not an ``EchoMQError``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NoReturn
+
+from redis.exceptions import NoPermissionError
 
 
 class EchoMQError(Exception):
@@ -60,6 +65,23 @@ class SchedulerConflictError(EchoMQError):
 
 class ScriptError(EchoMQError):
     """A Lua script could not be loaded (bad include, cycle, bad file name) or was misused."""
+
+
+class PermissionDeniedError(EchoMQError, NoPermissionError):
+    """The Redis user's ACL refused a command or a key (docs/security.md).
+
+    ``command`` is what was refused (``"evalsha"``, ``"client|list"``, a command a script
+    calls), ``missing`` every command a script needs that the user lacks (when checked before
+    the script ran: then nothing was written), ``key_pattern`` the ACL key pattern the role needs
+    (``~emq:{orders}:*``; ``""`` when unknown).
+    """
+
+    def __init__(self, message: str, *, command: str = "", key_pattern: str = "",
+                 missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.command = command
+        self.key_pattern = key_pattern
+        self.missing = tuple(missing) or ((command,) if command else ())
 
 
 class ConnectionClosedError(EchoMQError):

@@ -17,14 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import fakeredis
@@ -34,71 +30,7 @@ import redis
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def _ping(url: str) -> bool:
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except redis.RedisError:
-        return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class RedisServer:
-    """A redis-server process this test session owns: it can be killed and started again."""
-
-    port: int
-    dir: Path
-    persistent: bool = True
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self) -> RedisServer:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed")
-        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                "--save", "", "--daemonize", "no", "--logfile", str(self.dir / "redis.log")]
-        if self.persistent:
-            args += ["--appendonly", "yes", "--appendfsync", "always"]
-        else:
-            args += ["--appendonly", "no"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if _ping(self.url):
-                return self
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
-
-    def kill(self) -> None:
-        """SIGKILL: the server vanishes mid-conversation, as in a crash."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-            self.process = None
+from support.servers import RedisServer, free_port, ping
 
 
 @pytest.fixture(scope="session")
@@ -106,7 +38,7 @@ def redis_url() -> Iterator[str]:
     """The URL of a real Redis for this session (found or started)."""
     candidates = [os.environ.get("REDIS_URL"), "redis://127.0.0.1:6379/0"]
     for url in candidates:
-        if url and _ping(url):
+        if url and ping(url):
             yield url
             return
     if shutil.which("redis-server") is None:

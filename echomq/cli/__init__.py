@@ -9,7 +9,6 @@ never with a traceback: ``main`` turns the library's errors into that line.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from .._version import __version__
 from ..errors import EchoMQError
 from ..transport.connection import redact_url
 
-# Subcommand modules under echomq/cli/, each exposing register(subparsers).
+# Subcommand modules under echomq/cli/, each exposing register(subparsers), in --help order.
 COMMAND_MODULES: tuple[str, ...] = ("next_runs", "schedulers", "events", "demo")
 
 
@@ -39,8 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"echomq {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Imported by name: EchoMQ never imports a module that a string names.
+    from . import demo, events, next_runs, schedulers
+    modules = {"next_runs": next_runs, "schedulers": schedulers, "events": events, "demo": demo}
     for name in COMMAND_MODULES:
-        importlib.import_module(f".{name}", __name__).register(subparsers)
+        modules[name].register(subparsers)
     return parser
 
 

@@ -22,6 +22,7 @@ import redis
 from ..errors import InvalidInputError
 from ..events import QueueEvents
 from ..schedule import JobScheduler
+from ..transport.connection import redact_url, resolve_connection
 from ..worker import Worker
 from .events import EventPrinter
 
@@ -29,9 +30,10 @@ SCHEDULER_ID = "heartbeat"
 
 
 def open_connection(url: str | None) -> tuple[redis.Redis, str]:
-    """A client on ``url``, or on a fresh embedded fakeredis server; with a label for output."""
+    """A client on ``url``, or on a fresh embedded fakeredis server; with a label for output
+    (the URL without its password)."""
     if url:
-        return redis.Redis.from_url(url), url
+        return resolve_connection(url), redact_url(url)
     import fakeredis
 
     return fakeredis.FakeRedis(server=fakeredis.FakeServer()), "embedded fakeredis (set REDIS_URL for a real server)"

@@ -12,7 +12,7 @@ from ..errors import InvalidInputError
 from ..events import QueueEvents
 from ..events.cursor import validate_start_id
 from ..protocol.events import EventType, GapNotice
-from .options import add_queue_options, open_client, positive_int
+from .options import add_queue_options, open_client, positive_int, printable
 
 
 def format_event(event_type: Any, data: dict[str, Any]) -> str:
@@ -20,12 +20,20 @@ def format_event(event_type: Any, data: dict[str, Any]) -> str:
     if isinstance(event_type, GapNotice):
         return (f"!! gap in {event_type.queue_name!r}: entries after {event_type.from_id} and before "
                 f"{event_type.to_id} were trimmed (about {event_type.approx_lost} lost)")
-    name = event_type.value if isinstance(event_type, EventType) else f"{event_type} (custom)"
+    # Everything but the entry id comes from whoever wrote the entry: printed escaped.
+    name = event_type.value if isinstance(event_type, EventType) else f"{printable(str(event_type))} (custom)"
     rest = {k: v for k, v in data.items() if k not in ("event_id", "jobId")}
-    job = f" job={data['jobId']}" if "jobId" in data else ""
-    fields = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in rest.items())
+    job = f" job={printable(str(data['jobId']))}" if "jobId" in data else ""
+    fields = " ".join(f"{printable(k)}={_json(v)}" for k, v in rest.items())
     line = f"{data.get('event_id', '-'):>17}  {name:<17}{job}{'  ' + fields if fields else ''}"
     return line.rstrip()
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (ValueError, RecursionError):  # nested deeper than the encoder goes
+        return '"<too deeply nested to print>"'
 
 
 class EventPrinter:

@@ -8,6 +8,7 @@ plus ``--json`` for commands that print records. Each is checked as argparse par
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,12 @@ def checked(check: Callable[[Any], Any], name: str) -> Callable[[str], str]:
 
 def _redis_url(text: str) -> None:
     resolve_connection(text).close()  # parses the URL; connects nothing
+
+
+def printable(text: str) -> str:
+    """``text`` fit for a terminal: as it is when printable, else as a JSON string, so control
+    characters stored in Redis (escape sequences, newlines) cannot rewrite the operator's screen."""
+    return text if text.isprintable() else json.dumps(text)
 
 
 def positive_int(text: str) -> int:

@@ -23,7 +23,7 @@ from ..errors import EchoMQError, InvalidJobOptionsError
 from ..protocol.codec import json_or_text
 from ..protocol.options import decode_job_options
 from ..schedule import JobScheduler, SchedulerRecord, calculate_next_millis
-from .options import add_queue_options, open_client
+from .options import add_queue_options, open_client, printable
 
 COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
 
@@ -46,7 +46,7 @@ def _row(record: SchedulerRecord) -> tuple[str, ...]:
 
 
 def print_table(records: Iterable[SchedulerRecord], out: TextIO) -> None:
-    rows = [COLUMNS, *(_row(r) for r in records)]
+    rows = [COLUMNS, *(tuple(map(printable, _row(r))) for r in records)]  # ids and names come from Redis
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     out.writelines("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n" for row in rows)
 
@@ -98,6 +98,8 @@ def _json_arg(text: str | None, what: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise EchoMQError(f"--{what} is not JSON: {exc}") from None
+    except RecursionError:
+        raise EchoMQError(f"--{what} is nested too deeply to decode") from None
 
 
 def _date_arg(text: str | None) -> int | str | None:
@@ -118,7 +120,7 @@ def _template(args: argparse.Namespace, existing: SchedulerRecord | None, data: 
     if args.data is None and stored_data:
         try:
             data = json.loads(stored_data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise EchoMQError(f"scheduler {args.id!r}: its stored data is not JSON and cannot be kept; "
                               "give --data to replace it") from None
         kept.append("data")

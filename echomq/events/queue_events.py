@@ -9,7 +9,8 @@ BullMQ's consumer where BullMQ loses or hides events (docs/protocol.md §5.3):
 - reads are batched with a bounded COUNT; the cursor advances entry by entry, and after a lost
   connection the reader reconnects (capped exponential backoff with jitter) and resumes from it;
 - each read is pipelined behind an XINFO STREAM: when producers trimmed entries past our
-  cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``);
+  cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``).
+  Where the ACL refuses XINFO, the reader warns once and reads without it: no gap notices;
 - ``close()`` unblocks the read (``transport.blocking``: CLIENT UNBLOCK from a second
   connection, else shutting the socket), so it returns in milliseconds instead of after the
   block, and disconnects every connection the reader opened. ``close(timeout)`` is a bound even
@@ -28,10 +29,12 @@ import time
 from typing import Any
 
 import redis
+from redis.exceptions import NoPermissionError
 
 from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..transport.blocking import BlockingConnection
+from ..transport.calls import refusal
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard, without_retries
 from ..types import Subscriber
 from .cursor import StreamCursor, info_dict
@@ -88,6 +91,7 @@ class QueueEvents:
         self._backoff = Backoff()
 
         self._blocking: BlockingConnection | None = None
+        self._xinfo_refused = False  # the ACL refuses XINFO STREAM: read without it, no gap notices
 
     # -- subscribers ------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -170,6 +174,7 @@ class QueueEvents:
                 self._connections,
                 max_block_s=self.block_ms / 1000,
                 client_name=self._keys.client_name(":qe"),
+                queue_key=self.events_key,
                 # The parser (hiredis, in C) decodes UTF-8; a bad byte becomes U+FFFD instead
                 # of an exception that would make the same reply fail forever.
                 decode_responses=True,
@@ -216,6 +221,9 @@ class QueueEvents:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:  # the queue, never the connection (a URL may carry a password)
+        return f"QueueEvents({self.queue_name!r}, prefix={self._keys.prefix!r})"
 
     def _wait_stopped(self, timeout: float | None) -> None:
         """Unblock the reader until it notices the stop flag, within ``timeout``."""
@@ -312,18 +320,34 @@ class QueueEvents:
 
     def _resolve_tail(self, conn: Any) -> None:
         """Fix ``"$"`` from XINFO STREAM; where ACLs refuse XINFO, from the newest entry."""
-        conn.send_command("XINFO", "STREAM", self.events_key)
-        try:
-            self._position.resolve_tail(info_dict(conn.read_response()))
-            return
-        except redis.ResponseError as exc:
-            if "no such key" in str(exc).lower():
-                self._position.resolve_tail(None)
+        if not self._xinfo_refused:
+            conn.send_command("XINFO", "STREAM", self.events_key)
+            try:
+                self._position.resolve_tail(info_dict(conn.read_response()))
                 return
-            log.warning("QueueEvents %r: XINFO STREAM refused (%s): no gap notices", self.queue_name, exc)
-        conn.send_command("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
-        newest = conn.read_response()
+            except redis.ResponseError as exc:
+                if "no such key" in str(exc).lower():
+                    self._position.resolve_tail(None)
+                    return
+                if not isinstance(exc, NoPermissionError):
+                    log.warning("QueueEvents %r: XINFO STREAM failed (%s): no gap notices", self.queue_name, exc)
+                elif not self._without_xinfo(exc):
+                    raise refusal(exc, "xinfo|stream", [self.events_key]) or exc from None
+        assert self._blocking is not None
+        newest = self._blocking.call("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
         self._position.resolve_tail({"last-generated-id": newest[0][0]} if newest else None)
+
+    def _without_xinfo(self, exc: BaseException) -> bool:
+        """When the ACL refuses the XINFO command (not the key: then XREAD is refused too), stop
+        asking, with one WARNING; True if so."""
+        if "xinfo" not in str(exc).lower():
+            return False
+        if not self._xinfo_refused:
+            self._xinfo_refused = True
+            log.warning("QueueEvents %r: the ACL refuses XINFO STREAM (%s): reading without it, so trimmed "
+                        "entries are not reported as gap notices; grant +xinfo|stream for them",
+                        self.queue_name, exc)
+        return True
 
     def _drop_connection(self) -> None:
         if self._blocking is not None:
@@ -338,15 +362,21 @@ class QueueEvents:
         assert cursor is not None
         if self._stopping:
             return None, []
-        conn.send_packed_command(conn.pack_commands([
-            ("XINFO", "STREAM", self.events_key),
-            ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor),
-        ]))
+        read = ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor)
+        info: dict[str, Any] | None = None
+        if self._xinfo_refused:
+            conn.send_command(*read)
+        else:
+            conn.send_packed_command(conn.pack_commands([("XINFO", "STREAM", self.events_key), read]))
+            try:
+                info = info_dict(conn.read_response())
+            except redis.ResponseError as exc:
+                if isinstance(exc, NoPermissionError):  # else: no stream yet
+                    self._without_xinfo(exc)  # or the key is refused: so is the XREAD, told below
         try:
-            info: dict[str, Any] | None = info_dict(conn.read_response())
-        except redis.ResponseError:
-            info = None  # no stream yet
-        reply = conn.read_response()
+            reply = conn.read_response()
+        except NoPermissionError as exc:
+            raise refusal(exc, "xread", [self.events_key]) or exc from None
         if not reply:
             return info, []
         if isinstance(reply, dict):

@@ -35,11 +35,31 @@ def encode_json(value: Any, *, ascii_only: bool = False) -> str:
 
 
 def encode_json_like_js(value: Any) -> str:
-    """JSON as ``JSON.stringify`` writes it: NaN and the infinities become ``null``."""
+    """JSON as ``JSON.stringify`` writes it: NaN and the infinities become ``null``. A str
+    holding a lone surrogate (a processor may return what it decoded) is written with
+    ``\\uXXXX`` escapes: it is not UTF-8, so it could not be sent as it is."""
     try:
-        return _ENCODER.encode(value)
+        encoded = _ENCODER.encode(value)
     except ValueError:
-        return _ENCODER.encode(_finite(value))
+        value = _finite(value)
+        encoded = _ENCODER.encode(value)
+    if encoded.isascii() or is_utf8(encoded):
+        return encoded
+    return _ASCII_ENCODER.encode(value)
+
+
+def is_utf8(value: str) -> bool:
+    """Whether ``value`` can be sent to Redis as UTF-8 (no lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def sendable_text(value: str) -> str:
+    """``value`` with each lone surrogate replaced by ``?``, so that Redis can store it."""
+    return value if value.isascii() or is_utf8(value) else value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _finite(value: Any) -> Any:
@@ -102,16 +122,35 @@ _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-t
 
 
 def json_or_text(raw: str) -> Any:
-    """The JSON value ``raw`` holds, or ``raw`` itself when it is not one JSON value."""
+    """The JSON value ``raw`` holds, or ``raw`` itself when it is not one JSON value (nested
+    too deeply for Python's decoder included: json raises RecursionError there)."""
     try:
         value, end = _scan_json(raw, 0)
     except StopIteration:  # nothing JSON at index 0: leading whitespace, or not JSON at all
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return raw
     except (ValueError, RecursionError):
         return raw
     if end != len(raw) and raw[end:].strip():
         return raw  # trailing garbage: not one JSON value
+    return value
+
+
+def decode_json(raw: str) -> Any:
+    """The one JSON value ``raw`` holds; ValueError saying why when it holds none (not JSON,
+    trailing text, nested too deeply for Python's decoder). For the readers that must tell a
+    JSON string from text that is not JSON, which :func:`json_or_text` cannot."""
+    try:
+        value, end = _scan_json(raw, 0)
+    except StopIteration:
+        try:
+            return json.loads(raw)
+        except RecursionError:
+            raise ValueError("nested too deeply to decode") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to decode") from None
+    if end != len(raw) and raw[end:].strip():
+        raise ValueError(f"text after the JSON value at char {end}")
     return value

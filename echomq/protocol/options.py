@@ -321,7 +321,8 @@ def dumps_json(value: Any, field: str) -> str:
     try:
         encoded = encode_json(value)
     except RecursionError:
-        raise InvalidJobOptionsError(f"job {field}: nested too deeply to encode as JSON") from None
+        raise InvalidJobOptionsError(f"job {field}: nested too deeply to encode as JSON (past Python's "
+                                     "recursion limit; see max_data_depth)") from None
     except (TypeError, ValueError) as exc:
         raise InvalidJobOptionsError(f"job {field} {value!r:.200}: not JSON-serialisable ({exc})") from None
     if not encoded.isascii():

@@ -16,7 +16,7 @@ from ..errors import InvalidInputError, InvalidStateError
 from ..protocol.codec import text
 from ..protocol.keys import QueueKeys
 from ..protocol.states import CLEANABLE, COUNTED, canonical_state, state_key
-from ..transport.calls import run_script
+from ..transport.calls import refusals, run_script
 from ..transport.scripts import script
 from ..types import Clock
 from .job import Job
@@ -30,7 +30,9 @@ def job_counts(client: redis.Redis, keys: QueueKeys, states: Sequence[str]) -> d
     pipe = client.pipeline(transaction=False)
     for state in resolved:
         (pipe.llen if state.kind == "list" else pipe.zcard)(keys.key(state.suffix))
-    return {name: int(count) for name, count in zip(names, pipe.execute())}
+    with refusals("get_job_counts", [keys.meta]):
+        counts = pipe.execute()
+    return {name: int(count) for name, count in zip(names, counts)}
 
 
 def get_jobs(client: redis.Redis, keys: QueueKeys, states: str | Sequence[str], start: int, end: int,
@@ -44,6 +46,12 @@ def get_jobs(client: redis.Redis, keys: QueueKeys, states: str | Sequence[str], 
     if not isinstance(states, (str, Sequence)):
         raise InvalidInputError(f"get_jobs: states={states!r} must be a state name or a list of them")
     names = [states] if isinstance(states, str) else list(states)
+    with refusals("get_jobs", [keys.meta]):
+        return _get_jobs(client, keys, names, start, end, asc, clock)
+
+
+def _get_jobs(client: redis.Redis, keys: QueueKeys, names: list[str], start: int, end: int,
+              asc: bool, clock: Clock) -> list[Job]:
     ids: list[str] = []
     seen: set[str] = set()
     for name in names:
@@ -74,7 +82,9 @@ def get_jobs(client: redis.Redis, keys: QueueKeys, states: str | Sequence[str], 
 
 def get_workers(client: redis.Redis, keys: QueueKeys) -> list[dict[str, str]]:
     workers: list[dict[str, str]] = []
-    for entry in client.client_list():
+    with refusals("get_workers", [keys.meta]):  # CLIENT LIST: a user without +client|list is told so
+        entries = client.client_list()
+    for entry in entries:
         rawname = text(entry.get("name", ""))
         worker_name = keys.worker_name_of(rawname)
         if worker_name is not None:
@@ -145,4 +155,5 @@ def obliterate(client: redis.Redis, keys: QueueKeys, force: bool) -> None:
 def trim_events(client: redis.Redis, keys: QueueKeys, max_len: int) -> int:
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 0:
         raise InvalidInputError(f"trim_events: max_len={max_len!r} must be an int >= 0")
-    return int(client.xtrim(keys.events, maxlen=max_len, approximate=True))
+    with refusals("trim_events", [keys.events]):
+        return int(client.xtrim(keys.events, maxlen=max_len, approximate=True))

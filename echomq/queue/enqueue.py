@@ -15,6 +15,7 @@ from ..clock import system_clock
 from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from ..protocol.codec import text
 from ..protocol.keys import QueueKeys, job_key
+from ..protocol.limits import DataLimits
 from ..protocol.options import MAX_EPOCH_MS, dumps_json, encode_job_options, validate_job_name
 from ..transport.scripts import LuaScript, script
 from ..types import Clock
@@ -42,9 +43,10 @@ class AddPlanner:
     """Prepares add calls for one queue; key lists are built once, not per job."""
 
     def __init__(self, keys: QueueKeys, default_job_options: Mapping[str, Any] | None = None, *,
-                 clock: Clock = system_clock) -> None:
+                 clock: Clock = system_clock, limits: DataLimits | None = None) -> None:
         self.keys = keys
         self.clock = clock
+        self.limits = DataLimits() if limits is None else limits
         if default_job_options is not None and not isinstance(default_job_options, Mapping):
             raise InvalidJobOptionsError(
                 f"default_job_options={default_job_options!r}: must be a mapping of job options")
@@ -61,6 +63,10 @@ class AddPlanner:
         if not isinstance(opts, Mapping):
             raise InvalidJobOptionsError(f"job {name!r}: opts {opts!r} must be a mapping")
         data_json = dumps_json({} if data is None else data, "data")
+        if len(data_json) > self.limits.certainly_within:  # the data is untrusted: bounded before anything
+            too_much = self.limits.problem(data_json)
+            if too_much is not None:
+                raise InvalidJobOptionsError(f"job {name!r:.100}: its data is {too_much}")
         merged = {**self.defaults, **opts} if self.defaults else opts
         # BullMQ's Job constructor always stores attempts (0 unless given), first.
         stored: dict[str, Any] = {"attempts": 0, **encode_job_options(merged)} if merged else {"attempts": 0}

@@ -24,6 +24,9 @@ from ..transport.calls import run_script
 from ..transport.scripts import script
 from ..types import Clock, JobState
 
+#: ``from_hash``'s "data not read yet" (None is a job's data too).
+_UNREAD: Any = object()
+
 
 class Job:
     """One job: its stored fields, decoded, plus the operations a producer or operator runs on it.
@@ -44,8 +47,8 @@ class Job:
         self._opts: dict[str, Any] | None = None
         self.clock = clock
         self.timestamp = timestamp
-        self.delay = int(self.raw_opts.get("delay") or 0)
-        self.priority = int(self.raw_opts.get("priority") or 0)
+        self.delay = job_hash.option_int(self.raw_opts.get("delay")) or 0
+        self.priority = job_hash.option_int(self.raw_opts.get("priority")) or 0
         self.progress: Any = 0
         self.attempts_made = 0
         self.attempts_started = 0
@@ -65,14 +68,17 @@ class Job:
     # -- reading ------------------------------------------------------------------------------
     @classmethod
     def from_hash(cls, connection: redis.Redis, keys: QueueKeys, job_id: Any, raw: Any, *,
-                  opts: dict[str, Any] | None = None, clock: Clock = system_clock) -> Job:
+                  opts: dict[str, Any] | None = None, data: Any = _UNREAD, clock: Clock = system_clock) -> Job:
         """Build a Job from an HGETALL reply (bytes or str, dict or flat list).
 
-        ``opts``: the stored options when the caller already read them (the worker does).
+        ``opts``, ``data``: the stored options and data when the caller already read them (the
+        worker does). Never raises on what the hash holds, whoever wrote it: a field that is not
+        JSON where JSON belongs (``data``, ``returnvalue``, ``progress``) is kept as its raw text,
+        opts that are not a JSON object read as ``{}``, a number that is not one as absent.
         """
         fields = raw if raw.__class__ is dict and _all_str(raw) else decode_hash(raw)
         job = cls(connection, keys, text(job_id), name=fields.get("name", ""),
-                  data=job_hash.json_field(fields, "data", {}),
+                  data=job_hash.json_field(fields, "data", {}) if data is _UNREAD else data,
                   opts=job_hash.stored_opts(fields) if opts is None else opts,
                   timestamp=int_or_none(fields.get("timestamp")) or 0, clock=clock)
         job._apply(fields)
@@ -151,7 +157,7 @@ class Job:
 
     def log(self, line: str) -> int:
         """Append a log line (trimmed to ``keep_logs``); returns how many lines the log holds."""
-        return add_log(self.connection, self.keys, self.id, line, self.raw_opts.get("kl"))
+        return add_log(self.connection, self.keys, self.id, line, job_hash.option_int(self.raw_opts.get("kl")))
 
     def remove(self, *, remove_children: bool = True) -> bool:
         return remove_job(self.connection, self.keys, self.id, remove_children=remove_children)

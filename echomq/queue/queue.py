@@ -18,6 +18,7 @@ from ..clock import system_clock
 from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
+from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
 from ..transport.calls import run_calls
 from ..transport.connection import Connection, Connections
@@ -42,12 +43,17 @@ class Queue:
     Queue owns the client and ``close()`` closes it). Options are snake_case (``job_id``,
     ``delay``, ``priority``, ``attempts``, ``backoff``, ``remove_on_complete`` ...) and are
     stored under the protocol's names. ``clock`` (epoch ms) stamps every timestamp the Queue
-    writes: job timestamps, delay due times, the clean cutoff.
+    writes: job timestamps, delay due times, the clean cutoff. ``max_data_bytes`` (bytes of
+    JSON, default 16 MiB) and ``max_data_depth`` (nesting, default 512) bound every job's data,
+    flows included (``None``: no limit); data over them is refused with InvalidJobOptionsError
+    naming the limit, and nothing is written (``protocol.limits``).
     """
 
     def __init__(self, connection: Connection, queue_name: str | None = None, *, prefix: str = DEFAULT_PREFIX,
                  default_job_options: JobOptions | Mapping[str, Any] | None = None,
-                 clock: Clock = system_clock, name: str | None = None) -> None:
+                 clock: Clock = system_clock, name: str | None = None,
+                 max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
+                 max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH) -> None:
         if name is not None:
             if queue_name is not None:
                 raise InvalidInputError("Queue: give queue_name only (name is its old spelling)")
@@ -60,7 +66,8 @@ class Queue:
         self.name = queue_name
         self.prefix = prefix
         self.clock = clock
-        self._planner = AddPlanner(self.keys, default_job_options, clock=clock)
+        self.data_limits = DataLimits.checked("Queue", max_data_bytes, max_data_depth)
+        self._planner = AddPlanner(self.keys, default_job_options, clock=clock, limits=self.data_limits)
         self._planners = {queue_name: self._planner}
         self._connections = Connections(connection)
         self.client: redis.Redis = self._connections.client
@@ -140,7 +147,7 @@ class Queue:
     def _planner_for(self, queue_name: str) -> AddPlanner:
         planner = self._planners.get(queue_name)
         if planner is None:
-            planner = AddPlanner(QueueKeys(queue_name, self.prefix), clock=self.clock)
+            planner = AddPlanner(QueueKeys(queue_name, self.prefix), clock=self.clock, limits=self.data_limits)
             self._planners[queue_name] = planner
         return planner
 

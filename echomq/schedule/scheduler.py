@@ -23,10 +23,11 @@ import redis
 from ..clock import system_clock
 from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from ..protocol import job_hash
-from ..protocol.codec import decode_hash, encode_json, int_or_none, text
+from ..protocol.codec import decode_hash, encode_json, encode_json_like_js, int_or_none, text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys, iteration_job_id
+from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import dumps_json, encode_job_options, validate_job_name
-from ..transport.calls import run_script
+from ..transport.calls import refusals, run_script
 from ..transport.connection import Connection, Connections
 from ..transport.scripts import script
 from ..types import Clock, RepeatOptions
@@ -84,16 +85,19 @@ class JobScheduler:
     Every method is one or two synchronous round trips. The instance holds no state beyond its
     client and keys, so it is safe to share between threads. ``clock`` (epoch ms) is "now" for
     every slot and timestamp it computes; ``close()`` closes a client built from a URL.
+    ``max_data_bytes`` and ``max_data_depth`` bound a template's data as a Queue bounds a job's.
     """
 
     #: echomq.calculate_next_millis (the next-runs function), re-exported for convenience.
     calculate_next_millis = staticmethod(calculate_next_millis)
 
     def __init__(self, connection: Connection, queue_name: str, *, prefix: str = DEFAULT_PREFIX,
-                 clock: Clock = system_clock) -> None:
+                 clock: Clock = system_clock, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
+                 max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH) -> None:
         self.keys = QueueKeys(queue_name, prefix)
         self.queue_name = queue_name
         self.clock = clock
+        self.data_limits = DataLimits.checked("JobScheduler", max_data_bytes, max_data_depth)
         self._connections = Connections(connection)
         self.client: redis.Redis = self._connections.client
         self._add = script("addJobScheduler").bind(self.keys)
@@ -111,6 +115,9 @@ class JobScheduler:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:  # the queue, never the connection (a URL may carry a password)
+        return f"JobScheduler({self.queue_name!r}, prefix={self.keys.prefix!r})"
 
     # -- writing --------------------------------------------------------------------------------
     def upsert(
@@ -137,6 +144,9 @@ class JobScheduler:
         spec.refuse_ended(now)
         name = validate_job_name(sid if job_name is None else job_name)
         data_json = dumps_json({} if job_data is None else job_data, "data")
+        too_much = self.data_limits.problem(data_json)
+        if too_much is not None:
+            raise InvalidJobOptionsError(f"scheduler {sid!r}: the job data is {too_much}")
         template = self._encode_template(opts)
 
         next_arg = ""
@@ -192,7 +202,9 @@ class JobScheduler:
             return None
         result = run_script(
             self.client, self._update.script, self._update.for_job(job_id),
-            [plan.next_arg, scheduler_id, "", encode_json(plan.opts), now, self.keys.job_prefix, job_id,
+            # As JSON.stringify writes them: opts another runtime stored may hold what JSON has
+            # no number for (``1e400`` decodes to inf), which becomes null, as in BullMQ.
+            [plan.next_arg, scheduler_id, "", encode_json_like_js(plan.opts), now, self.keys.job_prefix, job_id,
              "" if plan.end_ms is None else plan.end_ms],
         )
         if not result:
@@ -246,7 +258,8 @@ class JobScheduler:
 
     def count(self) -> int:
         """ZCARD of the repeat set (like BullMQ, legacy entries count too)."""
-        return int(self.client.zcard(self.keys.repeat))
+        with refusals("count", [self.keys.repeat]):  # an ACL refusal names the role's key pattern
+            return int(self.client.zcard(self.keys.repeat))
 
     # -- helpers ----------------------------------------------------------------------------------
     @staticmethod

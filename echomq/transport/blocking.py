@@ -7,6 +7,11 @@ in CLIENT LIST. Another thread stops such a read in milliseconds with :meth:`int
 CLIENT UNBLOCK of the reader's client id, sent on a small control connection; where that is
 refused (an ACL without CLIENT, an old fakeredis) the reader's socket is shut instead.
 
+Where the ACL refuses CLIENT SETNAME (redis-py sends it as it connects, and a refusal fails the
+connect), the connection is made again without a name, with one WARNING: the reader works but
+CLIENT LIST does not show it under its name. Any other refusal (CLIENT ID, the blocking read
+itself) is a :class:`~echomq.errors.PermissionDeniedError` naming the command and key pattern.
+
 The reading thread owns the socket: it calls :meth:`connect`, sends and reads on
 :attr:`conn`, and :meth:`drop`\\ s the socket after an error. Other threads only call
 :meth:`interrupt` and, once the reader is done, :meth:`close`.
@@ -27,7 +32,9 @@ import threading
 from typing import Any
 
 import redis
+from redis.exceptions import NoPermissionError
 
+from .calls import refusal
 from .connection import BLOCK_SOCKET_MARGIN_S, CONNECTION_ERRORS, Connections, without_retries
 
 log = logging.getLogger(__name__)
@@ -41,10 +48,12 @@ class BlockingConnection:
     """One thread's blocking connection, interruptible from any other thread."""
 
     def __init__(self, connections: Connections, *, max_block_s: float, client_name: str | None = None,
-                 **overrides: Any) -> None:
+                 queue_key: str = "", **overrides: Any) -> None:
         self._connections = connections
-        self._client = connections.dedicated(socket_timeout=max_block_s + BLOCK_SOCKET_MARGIN_S,
-                                             client_name=client_name, **overrides)
+        self._settings: dict[str, Any] = {"socket_timeout": max_block_s + BLOCK_SOCKET_MARGIN_S, **overrides}
+        self.client_name = client_name
+        self._queue_keys = [queue_key] if queue_key else []  # names the key pattern in a refusal
+        self._client = connections.dedicated(client_name=client_name, **self._settings)
         self._control: redis.Redis | None = None
         self._control_unanswered = False  # CLIENT UNBLOCK timed out: Redis hangs, do not wait again
         self._lock = threading.Lock()
@@ -55,18 +64,48 @@ class BlockingConnection:
         """The reader's socket, connected, with its client id known (again after a drop)."""
         if self.conn is not None:
             return self.conn
-        conn: Any = self._client.connection_pool.get_connection()
+        try:
+            conn: Any = self._client.connection_pool.get_connection()
+        except NoPermissionError as exc:
+            if self.client_name is None or "client|setname" not in str(exc).lower():
+                raise refusal(exc, "connect", self._queue_keys) or exc from None
+            self._go_unnamed(exc)
+            conn = self._client.connection_pool.get_connection()
         try:
             conn.send_command("CLIENT", "ID")
             client_id = int(conn.read_response())
-        except BaseException:
+        except BaseException as exc:
             self._client.connection_pool.release(conn)
             conn.disconnect()
-            raise
+            refused = refusal(exc, "client|id", self._queue_keys)
+            if refused is None:
+                raise
+            raise refused from None
         with self._lock:
             self.conn, self.client_id = conn, client_id
             self._control_unanswered = False  # Redis answered again: CLIENT UNBLOCK may work again
         return conn
+
+    def _go_unnamed(self, exc: BaseException) -> None:
+        """CLIENT SETNAME was refused: connect without a name from now on (warned once)."""
+        log.warning("the ACL refuses CLIENT SETNAME %r (%s): connecting without a name, so CLIENT LIST "
+                    "(Queue.get_workers, bull-board) does not show this connection; grant +client|setname "
+                    "to name it", self.client_name, exc)
+        unnamed = self._connections.dedicated(**self._settings)
+        named, self._client, self.client_name = self._client, unnamed, None
+        self._connections.release(named)
+
+    def call(self, *command: Any, key: str | None = None) -> Any:
+        """Send ``command`` on the reader's socket (connect first) and read its reply. An ACL
+        refusal is a PermissionDeniedError naming the command and the pattern of ``key``
+        (default: the command's first argument)."""
+        conn = self.connect()
+        conn.send_command(*command)
+        try:
+            return conn.read_response()
+        except NoPermissionError as exc:
+            keys = [key] if key is not None else [str(arg) for arg in command[1:2]] or self._queue_keys
+            raise refusal(exc, str(command[0]), keys) or exc from None
 
     def drop(self) -> None:
         """Forget the socket after an error (or at the end): the next connect() opens a new one."""

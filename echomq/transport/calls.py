@@ -10,20 +10,34 @@ call again: a flushed cache costs one round trip, never an error.
   keeps for its lifetime, without redis-py's per-command bookkeeping;
 * :func:`run_calls`: many calls streamed over one connection in windows, so Python packing the
   next window overlaps Redis running the last one (bulk adds).
+
+**ACL refusals** (docs/security.md). Redis checks a script's commands one by one as it runs and
+undoes nothing, so a user allowed EVALSHA but not, say, LPUSH would leave a job half-added. On
+each path, the first call of a script for a pool's user is preceded by a check,
+:func:`preflight`: one EVALSHA of a probe that asks ``redis.acl_check_cmd`` (Redis 7+) about
+every command the script calls, so a missing one is refused before anything is written. A
+refusal (the probe's, EVALSHA's, SCRIPT LOAD's, a key outside the user's patterns) is raised as
+:class:`~echomq.errors.PermissionDeniedError` naming the command and the key pattern the role
+needs (:func:`refusal`); the calls themselves only pay for it when an exception is raised.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 import socket
+import threading
+import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import redis
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
+from ..errors import PermissionDeniedError
 from .scripts import LuaScript
 
 
@@ -43,18 +57,185 @@ WINDOW = 256
 
 Call = tuple[LuaScript, Sequence[str], Sequence[Any]]
 
+# -- ACL refusals -------------------------------------------------------------------------------
+
+#: A script's command refused inside it (Redis 7.0 answers ERR, not NOPERM, from a script).
+_SCRIPT_REFUSAL = re.compile(r"user executing the script can't (run|access)", re.IGNORECASE)
+_NAMED_COMMAND = re.compile(r"'([^']+)' command")
+_SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
+_CALLED = re.compile(r"""redis\.p?call\(\s*["']([A-Za-z]+)["']""")
+
+
+def key_pattern(key: str) -> str:
+    """The ACL key pattern of ``key``'s queue, ``~<prefix>:{<queue>}:*`` (else ``~<key>``)."""
+    base, tag_end, _ = key.partition("}:")
+    return f"~{base}}}:*" if tag_end else f"~{key}"
+
+
+def refusal(exc: BaseException, command: str, keys: Sequence[str] = (), lua: LuaScript | None = None,
+            *, pattern: str = "", operation: str = "") -> PermissionDeniedError | None:
+    """``exc`` told as a :class:`PermissionDeniedError` when it is an ACL refusal, else None.
+
+    ``command`` is what was sent (``"evalsha"``, ``"xread"`` ...; ``""`` if unknown), ``keys``
+    its keys (the first names the queue's pattern unless ``pattern`` is given), ``lua`` the
+    script that ran, whose source names the command Redis refused inside it, ``operation`` what
+    the message starts with (default: the script or the command). Off the hot path: only called
+    with an exception in hand.
+    """
+    if isinstance(exc, PermissionDeniedError):
+        return exc
+    reason = str(exc)
+    in_script = bool(_SCRIPT_REFUSAL.search(reason))
+    if not (isinstance(exc, NoPermissionError) or in_script):
+        return None
+    refused = command.lower()
+    named = _NAMED_COMMAND.search(reason)
+    line = _SCRIPT_LINE.search(reason)
+    if named:
+        refused = named[1].lower()
+    elif in_script and lua is not None and line:
+        lines = lua.source.splitlines()
+        number = int(line[1])
+        called = _CALLED.search(lines[number - 1]) if 0 < number <= len(lines) else None
+        if called:
+            refused = called[1].lower()
+    pattern = pattern or (key_pattern(str(keys[0])) if keys else "")
+    where = f" (called by the script {lua.name})" if in_script and lua is not None else ""
+    if "key" in reason.lower() and not named:
+        needs = pattern or "a pattern covering its keys"
+        what = f"the ACL refused a key of {refused.upper() or 'the command'}{where}; the role needs {needs}"
+    else:
+        what = f"the ACL refused {refused.upper()}{where}; the role needs +{refused}"
+        what += f" (with keys {pattern})" if pattern else ""
+    if in_script:
+        what += "; the script stopped there and may have written part of its work"
+    operation = operation or (lua.name if lua is not None else refused)
+    return PermissionDeniedError(f"{operation}: {what} (docs/security.md; Redis said: {reason})",
+                                 command=refused, key_pattern=pattern)
+
+
+@contextlib.contextmanager
+def refusals(operation: str, keys: Sequence[str]) -> Iterator[None]:
+    """Plain commands (not scripts) about ``keys``' queue: an ACL refusal inside the block is
+    raised as a PermissionDeniedError that starts with ``operation``."""
+    try:
+        yield
+    except NoPermissionError as exc:
+        raise refusal(exc, "", keys, operation=operation) or exc from None
+
+
+# -- the check before a script's first call -------------------------------------------------------
+
+_PROBE_SOURCE = """
+if type(redis.acl_check_cmd) ~= "function" then return false end
+local denied = {}
+for i = 1, #ARGV do
+  local allowed
+  if KEYS[1] then allowed = redis.acl_check_cmd(ARGV[i], KEYS[1]) else allowed = redis.acl_check_cmd(ARGV[i]) end
+  if not allowed then denied[#denied + 1] = ARGV[i] end
+end
+return denied
+"""
+_PROBE_SHA = hashlib.sha1(_PROBE_SOURCE.encode("utf-8")).hexdigest()
+
+#: Per connection pool (one user's), the SHAs of the scripts checked (or that cannot be checked).
+_CLEARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_CLEARED_LOCK = threading.Lock()
+_COMMANDS: dict[str, tuple[str, ...]] = {}
+
+
+def cleared_for(pool: Any) -> set[str]:
+    """The scripts already checked for this pool's user (shared by every path and thread)."""
+    found = _CLEARED.get(pool)
+    if found is None:
+        with _CLEARED_LOCK:
+            found = _CLEARED.setdefault(pool, set())
+    return found
+
+
+def script_commands(lua: LuaScript) -> tuple[str, ...]:
+    """Every command ``lua`` may call, as its source names them (``redis.call("XADD", ...)``)."""
+    found = _COMMANDS.get(lua.sha)
+    if found is None:
+        found = _COMMANDS[lua.sha] = tuple(sorted({name.lower() for name in _CALLED.findall(lua.source)}))
+    return found
+
+
+def preflight(call: Callable[..., Any], lua: LuaScript, keys: Sequence[str]) -> None:
+    """Check, with ``call(*command)`` (a client's or a connection's), that the user may run every
+    command ``lua`` calls on its first key: PermissionDeniedError naming all that are missing,
+    before anything is written. Returns quietly where the server cannot tell (no
+    ``redis.acl_check_cmd``: Redis < 7, fakeredis); then Redis refuses in the script itself."""
+    commands = script_commands(lua)
+    if not commands:
+        return
+    probe = ("EVALSHA", _PROBE_SHA, 1 if keys else 0, *keys[:1], *commands)
+    try:
+        try:
+            denied = call(*probe)
+        except NoScriptError:
+            call("SCRIPT", "LOAD", _PROBE_SOURCE)
+            denied = call(*probe)
+    except ResponseError as exc:
+        refused = refusal(exc, "evalsha", keys, lua)
+        if refused is not None:
+            raise refused from None
+        # Not a refusal (a Lua that cannot run the probe, OOM ...): the call goes ahead, unchecked.
+        return
+    if denied:
+        names = [d.decode() if isinstance(d, bytes) else str(d) for d in denied]
+        pattern = key_pattern(str(keys[0])) if keys else ""
+        raise PermissionDeniedError(
+            f"{lua.name}: the ACL refuses {', '.join(n.upper() for n in names)}, which the script calls; "
+            f"the role needs {' '.join('+' + n for n in names)}{' and keys ' + pattern if pattern else ''} "
+            f"(docs/security.md). Nothing was written.",
+            command=names[0], key_pattern=pattern, missing=names)
+
+
+def _on(conn: Any) -> Callable[..., Any]:
+    def call(*command: Any) -> Any:
+        conn.send_command(*command)
+        return conn.read_response()
+    return call
+
+
+def _preflight_on_pool(pool: Any, lua: LuaScript, keys: Sequence[str]) -> None:
+    conn = _checkout(pool)
+    try:
+        preflight(_on(conn), lua, keys)
+    except (redis.ConnectionError, redis.TimeoutError):
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+# -- the runners ----------------------------------------------------------------------------------
 
 def run_script(client: Any, lua: LuaScript, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
     """Run one call on a client, or queue it on a pipeline (its reply comes from ``execute``)."""
     command = lua.command(keys, args)
+    cleared = cleared_for(client.connection_pool)
     if isinstance(client, Pipeline):
+        if lua.sha not in cleared:
+            _preflight_on_pool(client.connection_pool, lua, keys)
+            cleared.add(lua.sha)
         lua.pipeline_script(client)(keys=list(keys), args=list(args), client=client)
         return client
     try:
-        return client.execute_command(*command)
-    except NoScriptError:
-        client.script_load(lua.source)
-        return client.execute_command(*command)
+        if lua.sha not in cleared:
+            preflight(client.execute_command, lua, keys)
+            cleared.add(lua.sha)
+        try:
+            return client.execute_command(*command)
+        except NoScriptError:
+            client.script_load(lua.source)
+            return client.execute_command(*command)
+    except ResponseError as exc:
+        refused = refusal(exc, "evalsha", keys, lua)
+        if refused is None:
+            raise
+        raise refused from None
 
 
 def _send(conn: Any, command: tuple[Any, ...]) -> None:
@@ -84,6 +265,7 @@ class PinnedConnection:
     def __init__(self, client: redis.Redis) -> None:
         self.pool = client.connection_pool
         self.conn: Any = None
+        self._cleared = cleared_for(self.pool)
 
     def __call__(self, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = lua.command(keys, args)
@@ -91,6 +273,9 @@ class PinnedConnection:
             self.conn = _checkout(self.pool)
         conn = self.conn
         try:
+            if lua.sha not in self._cleared:
+                preflight(_on(conn), lua, keys)
+                self._cleared.add(lua.sha)
             try:
                 _send(conn, command)
                 return conn.read_response()
@@ -102,6 +287,11 @@ class PinnedConnection:
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             raise
+        except ResponseError as exc:
+            refused = refusal(exc, "evalsha", keys, lua)
+            if refused is None:
+                raise
+            raise refused from None
 
     def interrupt(self) -> None:
         """From another thread: cut the call in progress, if any, by shutting the socket (for a
@@ -133,9 +323,14 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
     for lua, keys, _args in calls:
         lua.check_arity(keys)  # every call, before any I/O
     pool = client.connection_pool
+    cleared = cleared_for(pool)
     conn = _checkout(pool)
     replies: list[Any] = []
     try:
+        for lua, keys, _args in calls:
+            if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
+                preflight(_on(conn), lua, keys)
+                cleared.add(lua.sha)
         in_flight: deque[int] = deque()
         for start in range(0, len(calls), WINDOW):
             # Each window is built while Redis runs the one before (building them all first
@@ -148,9 +343,9 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
             conn.send_packed_command(packed)
             in_flight.append(len(window))
             if len(in_flight) > 1:
-                _read(conn, in_flight.popleft(), replies)
+                _read(conn, in_flight.popleft(), replies, calls)
         while in_flight:
-            _read(conn, in_flight.popleft(), replies)
+            _read(conn, in_flight.popleft(), replies, calls)
     except BaseException:
         conn.disconnect()
         raise
@@ -159,16 +354,23 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
     missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if missing:
         for lua in {id(calls[i][0]): calls[i][0] for i in missing}.values():
-            client.script_load(lua.source)
+            try:
+                client.script_load(lua.source)
+            except ResponseError as exc:
+                refused = refusal(exc, "script|load", calls[missing[0]][1], lua)
+                if refused is None:
+                    raise
+                raise refused from None
         again = run_calls(client, [calls[i] for i in missing])
         for i, reply in zip(missing, again):
             replies[i] = reply
     return replies
 
 
-def _read(conn: Any, count: int, replies: list[Any]) -> None:
+def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> None:
     for _ in range(count):
         try:
             replies.append(conn.read_response(disconnect_on_error=False))
         except ResponseError as exc:
-            replies.append(exc)
+            lua, keys, _args = calls[len(replies)]
+            replies.append(refusal(exc, "evalsha", keys, lua) or exc)

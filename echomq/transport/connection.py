@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -32,6 +33,9 @@ Connection: TypeAlias = "redis.Redis | str"
 
 #: Errors that mean "the server went away" (or never answered): retried with backoff.
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+#: What the ssl module (and so redis-py's message) says when a certificate fails verification.
+_VERIFY_FAILED = "CERTIFICATE_VERIFY_FAILED"
 
 #: Extra time on top of a BLOCK before the socket read gives up: the server answers a BLOCK
 #: exactly at its timeout, so a socket timeout of block + margin never fires on a healthy link.
@@ -92,6 +96,26 @@ def without_retries() -> dict[str, Any]:
     retried, a 0.5 s timeout becomes half a minute against a Redis that hangs.
     """
     return {"retry": Retry(NoBackoff(), 0)}
+
+
+def is_certificate_failure(exc: BaseException) -> bool:
+    """True when ``exc`` is, or wraps, a TLS certificate that failed verification: signed by a CA
+    the client does not trust, issued for another host name, expired.
+
+    redis-py reports it as a ``ConnectionError`` (the ``ssl.SSLCertVerificationError`` is its
+    context, and its message carries ``CERTIFICATE_VERIFY_FAILED``). It is one of
+    :data:`CONNECTION_ERRORS`, but no retry can make a certificate verify: a loop that retries
+    connection errors uses this to tell a misconfiguration (or an impostor) from an outage.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError) or (
+                isinstance(current, redis.ConnectionError) and _VERIFY_FAILED in str(current)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def is_fake(connection: redis.Redis) -> bool:

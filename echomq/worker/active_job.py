@@ -17,6 +17,7 @@ import redis
 from ..errors import raise_for_code
 from ..protocol import job_hash
 from ..protocol.keys import QueueKeys
+from ..protocol.limits import DataLimits
 from ..queue.job import Job
 from ..transport.calls import run_script
 from ..transport.scripts import script
@@ -55,23 +56,28 @@ class ActiveJob(Job):
 
 
 class Attempt:
-    """What the worker that holds the lock knows about the attempt it runs."""
+    """What the worker that holds the lock knows about the attempt it runs.
 
-    __slots__ = ("fields", "job_id", "opts", "token")
+    ``problem`` says why the job must fail without running (a malformed hash, data over the
+    worker's limits: ``protocol.job_hash.take``), ``repairs`` what to store with that failure.
+    """
 
-    def __init__(self, job_id: str, token: str, fields: dict[str, str]) -> None:
+    __slots__ = ("data", "fields", "job_id", "opts", "problem", "repairs", "token")
+
+    def __init__(self, job_id: str, token: str, fields: dict[str, str], limits: DataLimits | None = None) -> None:
         self.job_id = job_id
         self.token = token
         self.fields = fields
-        self.opts: dict[str, Any] = job_hash.stored_opts(fields)
+        taken = job_hash.take(fields, DataLimits() if limits is None else limits)
+        self.opts: dict[str, Any] = taken.opts
+        self.data: Any = taken.data
+        self.problem: str | None = taken.problem
+        self.repairs: list[str] = taken.repairs
 
     @property
     def attempts(self) -> int:
         """``opts.attempts``; BullMQ's default is 0, which still allows the first attempt."""
-        try:
-            return int(self.opts.get("attempts") or 0)
-        except (TypeError, ValueError):
-            return 0
+        return job_hash.option_int(self.opts.get("attempts")) or 0
 
     @property
     def attempts_made(self) -> int:
@@ -88,7 +94,8 @@ class Attempt:
 
     def job(self, client: redis.Redis, keys: QueueKeys, clock: Clock) -> ActiveJob:
         """The processor's ActiveJob, built from the same hash and options (copied), no round trip."""
-        job = ActiveJob.from_hash(client, keys, self.job_id, self.fields, opts=self.opts, clock=clock)
+        job = ActiveJob.from_hash(client, keys, self.job_id, self.fields, opts=self.opts, data=self.data,
+                                  clock=clock)
         assert isinstance(job, ActiveJob)  # from_hash builds cls
         job.token = self.token
         return job

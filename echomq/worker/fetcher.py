@@ -18,7 +18,7 @@ import time
 import redis
 
 from ..transport.blocking import BlockingConnection
-from ..transport.connection import CONNECTION_ERRORS, Backoff, Connections, is_fake
+from ..transport.connection import CONNECTION_ERRORS, Backoff, Connections, is_certificate_failure, is_fake
 from ..types import Clock
 from .transitions import Fetched, Transitions
 
@@ -79,7 +79,7 @@ class MarkerWait:
 
     def open(self) -> None:
         self._blocking = BlockingConnection(self._connections, max_block_s=self.max_block_s,
-                                            client_name=self.client_name)
+                                            client_name=self.client_name, queue_key=self.marker_key)
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
         """Block until a marker arrives or ``timeout`` s pass (or ``stop`` is set)."""
@@ -88,11 +88,10 @@ class MarkerWait:
             return
         if self._fake:
             timeout = min(timeout, FAKE_BLOCK_CAP_S)
-        conn = blocking.connect()
+        blocking.connect()
         if stop.is_set():
             return
-        conn.send_command("BZPOPMIN", self.marker_key, max(0.001, round(min(timeout, self.max_block_s), 3)))
-        conn.read_response()
+        blocking.call("BZPOPMIN", self.marker_key, max(0.001, round(min(timeout, self.max_block_s), 3)))
 
     def connection_lost(self) -> None:
         if self._blocking is not None:
@@ -136,6 +135,7 @@ class Fetcher:
         self.queue_name = queue_name
         self._tokens = itertools.count(1)
         self._thread_ident: int | None = None
+        self._fetched_once = self._waited_once = False  # each connection answered once: not a misconfiguration
 
     def run(self) -> None:
         self._thread_ident = threading.get_ident()
@@ -147,8 +147,10 @@ class Fetcher:
             token = f"{self.worker_id}:{next(self._tokens)}"
             try:
                 fetched = self.transitions.move_to_active(token, self.clock())
+                self._fetched_once = True
             except RETRIED_ERRORS as exc:
                 self.slots.release()
+                self.raise_if_never_verified(exc, self._fetched_once)
                 if not stop.is_set():  # close() may have cut the socket on purpose
                     self.pause_after_error("fetching a job", exc, backoff)
                 continue
@@ -169,11 +171,23 @@ class Fetcher:
                 timeout = min(timeout, remaining - LOCAL_WAIT_S + 0.01)
             try:
                 self.marker.wait(timeout, stop)
+                self._waited_once = True
                 backoff.reset()
             except RETRIED_ERRORS as exc:
                 self.marker.connection_lost()
+                self.raise_if_never_verified(exc, self._waited_once)
                 if not stop.is_set():  # close() may have cut the socket on purpose
                     self.pause_after_error("waiting for jobs", exc, backoff)
+
+    def raise_if_never_verified(self, exc: BaseException, worked_before: bool) -> None:
+        """A server whose TLS certificate fails verification on a connection that never worked is
+        a misconfiguration (or an impostor), not an outage: no retry fixes it, so it ends run().
+        A lost or refused connection, or a certificate failing on one that worked before (a
+        rotation under way), is retried as before."""
+        if not worked_before and is_certificate_failure(exc):
+            log.error("worker %s: the server's TLS certificate failed verification (%s); run() stops",
+                      self.queue_name, exc)
+            raise exc
 
     def pause_after_error(self, what: str, exc: BaseException, backoff: Backoff) -> None:
         delay = backoff.next_delay()

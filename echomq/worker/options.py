@@ -16,6 +16,7 @@ wait within what Python's threading and Redis's Lua number formatting accept.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..clock import system_clock
 from ..errors import InvalidInputError
+from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import validate_keep
 from ..types import BackoffStrategy, Clock
 
@@ -80,8 +82,14 @@ class WorkerOptions:
     remove_on_fail: Any = None
     backoff_strategy: BackoffStrategy | None = None
     clock: Clock = system_clock
+    max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES
+    max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH
+    #: The two limits above, checked: a job whose stored data is over them fails unrun.
+    data_limits: DataLimits = dataclasses.field(init=False, repr=False, compare=False, default=DataLimits())
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "data_limits", DataLimits.checked("Worker", self.max_data_bytes,
+                                                                   self.max_data_depth))
         _at_least("concurrency", self.concurrency, 1)
         _at_least("lock_duration", self.lock_duration, 1, MAX_MS)
         _at_least("stalled_interval", self.stalled_interval, 1, MAX_MS)

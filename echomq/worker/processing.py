@@ -22,7 +22,7 @@ import redis
 
 from ..errors import EchoMQError, UnrecoverableError, WaitingChildrenError
 from ..protocol import job_hash
-from ..protocol.codec import encode_json_like_js
+from ..protocol.codec import encode_json_like_js, sendable_text
 from ..protocol.keys import QueueKeys
 from ..schedule.repair import STEP_RETRIES, is_transient_step_error
 from ..schedule.scheduler import JobScheduler
@@ -36,6 +36,17 @@ from .retry import retry_delay, stacktrace_with
 from .transitions import Fetched, Transitions
 
 log = logging.getLogger(__name__)
+
+
+def _shown(name: str) -> str:
+    """A job name fit for one log line: quoted (a newline cannot forge a second line), at most
+    100 characters."""
+    return repr(name[:100]) + ("..." if len(name) > 100 else "")
+
+
+def _bounded(reason: str) -> str:
+    """A failure's reason for a log line: at most 1000 characters (the job keeps all of it)."""
+    return reason if len(reason) <= 1000 else reason[:1000] + "..."
 
 
 class _Failure(NamedTuple):
@@ -98,7 +109,7 @@ class AttemptRunner:
     def process(self, fetched: Fetched, token: str) -> Fetched | None:
         """Run one attempt and record its outcome; return the next job if fetch-next took one."""
         assert fetched.job_id is not None
-        attempt = Attempt(fetched.job_id, token, fetched.hash)
+        attempt = Attempt(fetched.job_id, token, fetched.hash, self.options.data_limits)
         self.locks.track(attempt.job_id, token)
         try:
             if attempt.scheduler_id:
@@ -108,6 +119,8 @@ class AttemptRunner:
             try:
                 if attempt.deferred_failure:
                     raise UnrecoverableError(attempt.deferred_failure)
+                if attempt.problem is not None:  # a hash no producer writes: never run, never retried
+                    raise UnrecoverableError(attempt.problem)
                 value = encode_json_like_js(self.processor(job))
             except WaitingChildrenError:
                 return None  # the job moved to waiting-children and runs again after them
@@ -157,9 +170,12 @@ class AttemptRunner:
     def _failure(self, attempt: Attempt, job: Any, exc: BaseException) -> _Failure:
         """What a failed attempt records (reason, traces) and whether it retries, with the one
         log line that says so: the job's id, name and attempt, and what happens next."""
-        reason = str(exc) or type(exc).__name__
+        try:
+            reason = sendable_text(str(exc) or type(exc).__name__)  # the message may hold anything
+        except Exception:  # noqa: BLE001 - an exception whose __str__ fails still fails the job
+            reason = type(exc).__name__
         traces = stacktrace_with(job_hash.stacktrace(attempt.fields), exc, attempt.opts.get("stackTraceLimit"))
-        fields = ["failedReason", reason, "stacktrace", encode_json_like_js(traces)]
+        fields = ["failedReason", reason, "stacktrace", encode_json_like_js(traces), *attempt.repairs]
         delay = retry_delay(job, attempt.attempts, attempt.attempts_made, attempt.opts.get("backoff"), exc,
                             self.backoff_strategy)
         if delay is None:
@@ -168,10 +184,11 @@ class AttemptRunner:
             ahead, level = (f"retrying in {delay} ms" if delay > 0 else "retrying now"), logging.WARNING
         # Not an Exception (SystemExit, KeyboardInterrupt ...): rarely meant as a job failure,
         # so it is an ERROR with its traceback; an ordinary failure's traceback is in the job.
+        # Never the job's data; its name (any runtime's, so untrusted) shortened and quoted.
         unusual = not isinstance(exc, Exception)
         log.log(logging.ERROR if unusual else level, "worker %s: job %s (%s) failed on attempt %d of %d: %s: %s; %s",
-                self.queue_name, attempt.job_id, attempt.fields.get("name", ""), attempt.attempts_made + 1,
-                max(attempt.attempts, attempt.attempts_made + 1), type(exc).__name__, reason, ahead,
+                self.queue_name, attempt.job_id, _shown(attempt.fields.get("name", "")), attempt.attempts_made + 1,
+                max(attempt.attempts, attempt.attempts_made + 1), type(exc).__name__, _bounded(reason), ahead,
                 exc_info=exc if unusual else None)
         return _Failure(reason, fields, delay)
 

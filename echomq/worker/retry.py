@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from ..errors import InvalidInputError, UnrecoverableError
-from ..protocol.options import backoff_as_dict
+from ..protocol.options import MAX_SAFE_INTEGER, backoff_as_dict
 from ..types import BackoffStrategy
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,13 @@ def compute_delay(
     if kind == "fixed":
         return _with_jitter(delay, jitter, rng)
     if kind == "exponential":
-        return _with_jitter(_js_round(2 ** (attempts_made - 1) * delay), jitter, rng)
+        # Bounded before rounding: 2**n overflows a float after ~1000 attempts made.
+        grown = min(2.0 ** min(attempts_made - 1, 64) * delay, float(MAX_SAFE_INTEGER))
+        return _with_jitter(_js_round(grown), jitter, rng)
     if strategy is not None:
         return int(strategy(attempts_made, kind, error if error is not None else Exception(), job))
     raise InvalidInputError(
-        f"backoff type {kind!r} is neither 'fixed' nor 'exponential' and the worker has no "
+        f"backoff type {kind!r:.60} is neither 'fixed' nor 'exponential' and the worker has no "
         "backoff_strategy for it"
     )
 
@@ -73,15 +75,18 @@ def compute_delay(
 def retry_delay(job: Any, attempts: int, attempts_made: int, backoff: Any, exc: BaseException,
                 strategy: BackoffStrategy | None = None) -> int | None:
     """The wait in ms before the next attempt of ``job`` (0: at once), or None when it fails
-    for good: no attempts left, an UnrecoverableError, a strategy that said -1, a bad backoff."""
+    for good: no attempts left, an UnrecoverableError, a strategy that said -1, a bad backoff
+    (any runtime may have stored it: a delay that is not a number, an unknown type), a
+    strategy that raised. The wait is at most 2^53 - 1 ms (docs/protocol.md §2.3)."""
     if attempts_made + 1 >= attempts or isinstance(exc, UnrecoverableError):
         return None
     try:
         delay = compute_delay(backoff, attempts_made + 1, error=exc, job=job, strategy=strategy)
-    except InvalidInputError as bad:
-        log.error("job %s: %s; failing it", getattr(job, "id", "?"), bad)
+    except Exception as bad:  # noqa: BLE001 - a bad backoff fails the job, never the thread
+        log.error("job %s: cannot compute its retry delay (%s: %s); failing it", getattr(job, "id", "?"),
+                  type(bad).__name__, bad)
         return None
-    return None if delay == NO_RETRY else max(0, delay)
+    return None if delay == NO_RETRY else min(max(0, delay), MAX_SAFE_INTEGER)
 
 
 def stacktrace_with(traces: list[str], exc: BaseException, limit: Any) -> list[str]:

@@ -34,6 +34,7 @@ from typing import Any
 from ..clock import system_clock
 from ..errors import EchoMQError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
+from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH
 from ..schedule.scheduler import JobScheduler
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard
 from ..types import BackoffStrategy, Clock, KeepRule, Processor
@@ -69,7 +70,10 @@ class Worker:
     """Processes one queue's jobs with ``processor(job)``; its return value is the job's result.
 
     An exception fails the attempt (message and stack trace are stored); with attempts left the
-    job retries after its backoff; ``UnrecoverableError`` fails it at once. Nothing starts until
+    job retries after its backoff; ``UnrecoverableError`` fails it at once. A job whose hash is
+    malformed (any runtime may have written it) or whose data is over ``max_data_bytes`` /
+    ``max_data_depth`` (the Queue's defaults) fails at once without running, its
+    ``failedReason`` saying what is wrong. Nothing starts until
     ``run()`` (blocking) or ``start()`` (in a thread of its own). ``clock`` (epoch ms) stamps
     everything the Worker writes and is handed on to the scheduler step and to every job.
     """
@@ -94,6 +98,8 @@ class Worker:
         remove_on_complete: KeepRule | None = None,
         remove_on_fail: KeepRule | None = None,
         clock: Clock = system_clock,
+        max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
+        max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
     ) -> None:
         if not callable(processor):
             raise InvalidInputError(f"Worker processor={processor!r}: must be callable")
@@ -102,7 +108,8 @@ class Worker:
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count, name=name,
             drain_delay=drain_delay, limiter=limiter, skip_stalled_check=skip_stalled_check,
             remove_on_complete=remove_on_complete, remove_on_fail=remove_on_fail,
-            backoff_strategy=backoff_strategy, clock=clock,
+            backoff_strategy=backoff_strategy, clock=clock, max_data_bytes=max_data_bytes,
+            max_data_depth=max_data_depth,
         )
         self.keys = QueueKeys(queue_name, prefix)
         client_name_safe("prefix", prefix)  # the marker connection's client name starts with it
@@ -149,6 +156,8 @@ class Worker:
         self._own_threads: list[threading.Thread] = []  # processors and maintenance, once run() started them
         self._run_ident: int | None = None
         self._thread: threading.Thread | None = None
+        #: What ended a ``start()``-ed worker's run() with an error (None while it runs or ended cleanly).
+        self.failure: Exception | None = None
         self._pid = PidGuard()
         self._state_lock = threading.Lock()
 
@@ -187,7 +196,12 @@ class Worker:
         return self._runner.processed
 
     def run(self) -> None:
-        """Process jobs in the calling thread until ``close()``; then return, all threads joined."""
+        """Process jobs in the calling thread until ``close()``; then return, all threads joined.
+
+        A lost or refused connection is retried with backoff, also before the first contact
+        (Redis may come up after the worker). A server whose TLS certificate fails verification
+        before the worker ever talked to it is not retried: run() shuts down and raises that
+        ``redis.ConnectionError`` (``CERTIFICATE_VERIFY_FAILED``)."""
         with self._state_lock:
             if self._started:
                 raise EchoMQError("a Worker runs once: create a new Worker instead of calling run() again")
@@ -222,9 +236,19 @@ class Worker:
         """Run the worker in a background thread of its own (``close()`` joins it)."""
         if self._thread is not None:
             raise EchoMQError("this Worker was already started")
-        self._thread = threading.Thread(target=self.run, name=f"echomq-worker-{self.queue_name}", daemon=True)
+        self._thread = threading.Thread(target=self._run_in_background, name=f"echomq-worker-{self.queue_name}",
+                                        daemon=True)
         self._thread.start()
         return self
+
+    def _run_in_background(self) -> None:
+        """``run()`` for ``start()``: an error that ends it (a certificate that never verified)
+        is logged and kept in ``failure``, not left to the thread excepthook, which would print."""
+        try:
+            self.run()
+        except Exception as exc:  # noqa: BLE001 - the thread's top: whatever ends run() is kept and logged
+            self.failure = exc
+            log.error("worker for queue %r stopped: %s", self.queue_name, exc)
 
     def close(self, timeout: float | None = None) -> None:
         """Stop taking jobs, wait up to ``timeout`` s (None: as long as it takes) for running

@@ -6,21 +6,12 @@ Each case runs the real command (``python -m echomq``) in a subprocess, bounded 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def echomq(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    return subprocess.run([sys.executable, "-m", "echomq", *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+from support.cli import CONNECTING_COMMANDS, command_id, echomq
+from support.servers import free_port
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -37,13 +28,7 @@ def dead_url() -> str:
     return f"redis://app:s3cret@127.0.0.1:{free_port()}/0"
 
 
-@pytest.mark.parametrize("command", [
-    ["events", "tail"],
-    ["schedulers", "list"],
-    ["schedulers", "get", "nightly"],
-    ["schedulers", "upsert", "nightly", "--every", "60000"],
-    ["schedulers", "remove", "nightly"],
-], ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize("command", CONNECTING_COMMANDS, ids=command_id)
 def test_an_unreachable_redis_is_one_line_on_stderr(dead_url: str, command: list[str]) -> None:
     done = echomq(*command, "--queue", "orders", "--redis", dead_url)
     line = one_line_error(done)

@@ -1,0 +1,30 @@
+"""Running the ``echomq`` command as a user runs it: a subprocess of this interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The commands that connect to Redis, each as its first arguments (for error-path tables).
+CONNECTING_COMMANDS: list[list[str]] = [
+    ["events", "tail"],
+    ["schedulers", "list"],
+    ["schedulers", "get", "nightly"],
+    ["schedulers", "upsert", "nightly", "--every", "60000"],
+    ["schedulers", "remove", "nightly"],
+]
+
+
+def command_id(command: list[str]) -> str:
+    return " ".join(command[:2])
+
+
+def echomq(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """``python -m echomq ARGV`` from the project root, without the caller's ``REDIS_URL``."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    return subprocess.run([sys.executable, "-m", "echomq", *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
