@@ -20,7 +20,7 @@ from ..protocol.codec import decode_hash, int_or_none, text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
 from ..protocol.states import LOOKUP_ORDER, STATES
-from ..transport.calls import run_script
+from ..transport.calls import refusals, run_script
 from ..transport.scripts import script
 from ..types import Clock, JobState
 
@@ -107,7 +107,8 @@ class Job:
     def fetch(cls, connection: redis.Redis, keys: QueueKeys, job_id: str, *,
               clock: Clock = system_clock) -> Job | None:
         """The stored job, or None when its hash does not exist."""
-        raw = connection.hgetall(keys.job(job_id))
+        with refusals("get_job", [keys.meta]):
+            raw = connection.hgetall(keys.job(job_id))
         return cls.from_hash(connection, keys, job_id, raw, clock=clock) if raw else None
 
     def reload(self) -> Job:

@@ -20,7 +20,7 @@ from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
-from ..transport.calls import run_calls
+from ..transport.calls import refusals, run_calls
 from ..transport.connection import Connection, Connections
 from ..types import Clock, JobOptions
 from . import admin
@@ -100,7 +100,8 @@ class Queue:
         its own (docs/protocol.md §1.2): bull-board and operators see who writes the queue. Not
         in the constructor, which does no I/O (a Queue built at import time must not block)."""
         if not self._meta_written:
-            self.client.hset(self.keys.meta, "version", META_VERSION)
+            with refusals("add", [self.keys.meta]):
+                self.client.hset(self.keys.meta, "version", META_VERSION)
             self._meta_written = True
 
     def _job_for(self, call: AddCall, job_id: str) -> Job:

@@ -257,11 +257,14 @@ def test_a_user_of_another_queue_cannot_touch_this_one(acl: Acl, caplog: pytest.
     before = queue_snapshot(acl.admin, Q)
 
     with Queue(url, Q) as queue:
-        with pytest.raises(NoPermissionError):
+        with pytest.raises(PermissionDeniedError) as add:
             queue.add("x", {})
+        with pytest.raises(PermissionDeniedError) as get:
+            queue.get_job("1")
         with pytest.raises(PermissionDeniedError) as counts:
             queue.get_job_counts()
-    assert counts.value.key_pattern == KEYS and KEYS in str(counts.value)
+    for refused in (add, get, counts):
+        assert refused.value.key_pattern == KEYS and KEYS in str(refused.value)
     with JobScheduler(url, Q) as schedules:
         with pytest.raises(PermissionDeniedError) as upsert:
             schedules.upsert("tick", {"every": 1000}, "tick")
