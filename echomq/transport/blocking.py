@@ -35,7 +35,7 @@ import redis
 from redis.exceptions import NoPermissionError
 
 from .calls import refusal
-from .connection import BLOCK_SOCKET_MARGIN_S, CONNECTION_ERRORS, Connections, without_retries
+from .connection import BLOCK_SOCKET_MARGIN_S, CONNECTION_ERRORS, Connections, checkout, without_retries
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,12 @@ class BlockingConnection:
         if self.conn is not None:
             return self.conn
         try:
-            conn: Any = self._client.connection_pool.get_connection()
+            conn: Any = checkout(self._client.connection_pool)
         except NoPermissionError as exc:
             if self.client_name is None or "client|setname" not in str(exc).lower():
                 raise refusal(exc, "connect", self._queue_keys) or exc from None
             self._go_unnamed(exc)
-            conn = self._client.connection_pool.get_connection()
+            conn = checkout(self._client.connection_pool)
         try:
             conn.send_command("CLIENT", "ID")
             client_id = int(conn.read_response())

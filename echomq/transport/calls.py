@@ -38,6 +38,7 @@ from redis.client import Pipeline
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ..errors import PermissionDeniedError
+from .connection import checkout
 from .scripts import LuaScript
 
 
@@ -200,7 +201,7 @@ def _on(conn: Any) -> Callable[..., Any]:
 
 
 def _preflight_on_pool(pool: Any, lua: LuaScript, keys: Sequence[str]) -> None:
-    conn = _checkout(pool)
+    conn = checkout(pool)
     try:
         preflight(_on(conn), lua, keys)
     except (redis.ConnectionError, redis.TimeoutError):
@@ -245,13 +246,6 @@ def _send(conn: Any, command: tuple[Any, ...]) -> None:
         conn.send_command(*command)
 
 
-def _checkout(pool: Any) -> Any:
-    try:
-        return pool.get_connection()
-    except TypeError:  # redis-py < 5.3 wants a command name
-        return pool.get_connection("EVALSHA")
-
-
 class PinnedConnection:
     """EVALSHA over one pool connection that a thread keeps for its lifetime.
 
@@ -270,7 +264,7 @@ class PinnedConnection:
     def __call__(self, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = lua.command(keys, args)
         if self.conn is None:
-            self.conn = _checkout(self.pool)
+            self.conn = checkout(self.pool)
         conn = self.conn
         try:
             if lua.sha not in self._cleared:
@@ -324,7 +318,7 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
         lua.check_arity(keys)  # every call, before any I/O
     pool = client.connection_pool
     cleared = cleared_for(pool)
-    conn = _checkout(pool)
+    conn = checkout(pool)
     replies: list[Any] = []
     try:
         for lua, keys, _args in calls:

@@ -14,6 +14,8 @@ the same pool settings shares the same in-memory server.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import random
 import re
@@ -116,6 +118,23 @@ def is_certificate_failure(exc: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+@functools.cache
+def _wants_command_name(get_connection: Any) -> bool:
+    """redis-py before 5.3 requires ``get_connection(command_name)``; later versions deprecate
+    passing one. Decided once per pool class's method, from its signature."""
+    parameters = list(inspect.signature(get_connection).parameters.values())[1:]
+    return bool(parameters) and parameters[0].default is inspect.Parameter.empty \
+        and parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def checkout(pool: Any) -> Any:
+    """A connection taken from ``pool`` (give it back with ``pool.release``), on every redis-py
+    the package admits."""
+    if _wants_command_name(type(pool).get_connection):
+        return pool.get_connection("PING")
+    return pool.get_connection()
 
 
 def is_fake(connection: redis.Redis) -> bool:
