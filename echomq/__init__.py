@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "ForkedProcessError": "errors",
     "UnrecoverableError": "errors",
     "WaitingChildrenError": "errors",
+    "JobFailedError": "errors",
+    "JobWaitTimeoutError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
     "Subscriber": "types",
@@ -66,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "Job": "queue.job",
     "Worker": "worker.worker",
     "ActiveJob": "worker.active_job",
+    "WorkerListener": "worker.listeners",
 }
 
 __all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 - the one list is _EXPORTS
@@ -97,7 +100,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
         InvalidQueueNameError,
         InvalidScheduleError,
         InvalidStateError,
+        JobFailedError,
         JobNotFoundError,
+        JobWaitTimeoutError,
         LockError,
         NotFoundError,
         PermissionDeniedError,
@@ -118,4 +123,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     from .schedule.scheduler import JobScheduler
     from .types import BackoffStrategy, Clock, JobOptions, KeepRule, Processor, RepeatOptions, Subscriber
     from .worker.active_job import ActiveJob
+    from .worker.listeners import WorkerListener
     from .worker.worker import Worker

@@ -92,6 +92,26 @@ class ForkedProcessError(EchoMQError):
     """A thread-owning component was used from a process other than the one that started it."""
 
 
+class JobFailedError(EchoMQError):
+    """The job a caller waits for (``Job.wait_until_finished``) failed for good: its processor
+    raised on its last attempt. ``failed_reason`` is the job's ``failedReason``."""
+
+    def __init__(self, job_id: str, failed_reason: str) -> None:
+        super().__init__(f"job {job_id!r} failed: {failed_reason}")
+        self.job_id = job_id
+        self.failed_reason = failed_reason
+
+
+class JobWaitTimeoutError(EchoMQError, TimeoutError):
+    """``Job.wait_until_finished`` gave up: the job did not finish within ``timeout`` seconds
+    (it may still finish later; nothing was changed)."""
+
+    def __init__(self, job_id: str, timeout: float) -> None:
+        super().__init__(f"wait_until_finished: job {job_id!r} did not finish within {timeout} s")
+        self.job_id = job_id
+        self.timeout = timeout
+
+
 class UnrecoverableError(Exception):
     """Raise inside a processor to fail the job at once, whatever attempts are left."""
 

@@ -43,6 +43,25 @@ class SupportsPut(Protocol):
 Subscriber = Callable[[Any, dict[str, Any]], Any] | SupportsPut
 
 
+class EventReader(Protocol):
+    """What ``Job.wait_until_finished`` uses of a ``QueueEvents`` (the queue layer does not
+    import the events layer, so it takes one by its shape)."""
+
+    #: The stream it reads, ``<prefix>:{<queue>}:events``.
+    events_key: str
+    #: How long one ``run_once`` blocks, in ms.
+    block_ms: int
+
+    @property
+    def running(self) -> bool: ...
+
+    def subscribe(self, subscriber: Subscriber, /) -> None: ...
+
+    def unsubscribe(self, subscriber: Subscriber, /) -> bool: ...
+
+    def run_once(self) -> int: ...
+
+
 # -- job options (Queue.add, default_job_options, scheduler templates) -------------------------
 
 class BackoffOptions(TypedDict, total=False):

@@ -4,14 +4,15 @@
   The lock must be ours (released here, the id leaves "stalled"). Flow bookkeeping runs before
   the job's own event (docs/protocol.md §3.6). atm + 1. Kept jobs go to completed/failed (score finishedOn) with
   returnvalue or failedReason and finishedOn (defa is cleared on failure); keep count 0
-  deletes the job instead. Then auto-removal by age/count (no events).
+  deletes the job instead. Then auto-removal by age/count (no events), the events, and, when
+  the worker collects metrics, the job is counted in metrics:<finished> (§3.4), kept or not.
 
   Input:
     KEYS[1]  wait            KEYS[2]  active          KEYS[3]  prioritized
     KEYS[4]  events          KEYS[5]  stalled         KEYS[6]  limiter
     KEYS[7]  delayed         KEYS[8]  paused (legacy, unused)
     KEYS[9]  meta            KEYS[10] pc              KEYS[11] <finished> (completed or failed)
-    KEYS[12] job hash        KEYS[13] metrics:<finished> (unused)
+    KEYS[12] job hash        KEYS[13] metrics:<finished> (its list is KEYS[13] .. ":data")
     KEYS[14] marker
     ARGV[1]  jobId
     ARGV[2]  timestamp (ms): finishedOn
@@ -28,6 +29,7 @@
     ARGV[13] fields to HSET first, JSON array [field, value ...] ("" = none)
     ARGV[14..17] for fetch next: lock duration, worker name, limiter max, limiter duration
                  (the next lock reuses ARGV[8])
+    ARGV[18] metrics: the most data points kept, an integer >= 1 ("" or absent = collect none)
 
   Output:
     0                       done, nothing fetched
@@ -50,6 +52,7 @@
 -- @include "workerOptionsFromArgs"
 -- @include "fetchNextJob"
 -- @include "isSafeInteger"
+-- @include "collectMetrics"
 local jobKey = KEYS[12]
 local jobId = ARGV[1]
 local timestamp = ARGV[2]
@@ -60,6 +63,10 @@ local keepAge = tonumber(ARGV[10])
 local keepLimit = tonumber(ARGV[11]) or 1000
 if not (isSafeInteger(keepCount) and isSafeInteger(keepLimit) and (keepAge == nil or isSafeInteger(keepAge))) then
   return redis.error_reply("ERR moveToFinished: the keep count, age and limit must be integers within 2^53")
+end
+local maxMetricsPoints = tonumber(ARGV[18])
+if ARGV[18] ~= nil and ARGV[18] ~= "" and not (isSafeInteger(maxMetricsPoints) and maxMetricsPoints >= 1) then
+  return redis.error_reply("ERR moveToFinished: the metrics data points must be an integer >= 1 within 2^53")
 end
 
 if redis.call("EXISTS", jobKey) == 0 then
@@ -104,6 +111,9 @@ redis.call("XADD", KEYS[4], "*", "event", target, "jobId", jobId, ARGV[3], ARGV[
 if target == "failed" and attemptsMade >= (tonumber(ARGV[12]) or 0) then
   redis.call("XADD", KEYS[4], "*", "event", "retries-exhausted", "jobId", jobId,
     "attemptsMade", attemptsMade)
+end
+if maxMetricsPoints then
+  collectMetrics(KEYS[13], KEYS[13] .. ":data", maxMetricsPoints, timestamp)
 end
 
 local q = {wait = KEYS[1], active = KEYS[2], prioritized = KEYS[3], events = KEYS[4],

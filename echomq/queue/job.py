@@ -17,12 +17,14 @@ from ..clock import system_clock
 from ..errors import InvalidInputError, JobNotFoundError, raise_for_code
 from ..protocol import job_hash
 from ..protocol.codec import decode_hash, int_or_none, text
-from ..protocol.keys import QueueKeys
+from ..protocol.keys import QueueKeys, names_queue_key
+from ..protocol.limits import DataLimits
 from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
 from ..protocol.states import LOOKUP_ORDER, STATES
 from ..transport.calls import refusals, run_script
 from ..transport.scripts import script
-from ..types import Clock, JobState
+from ..types import Clock, EventReader, JobState
+from . import edits, operations, wait_finished
 
 #: ``from_hash``'s "data not read yet" (None is a job's data too).
 _UNREAD: Any = object()
@@ -34,6 +36,10 @@ class Job:
     Read-only attributes mirror the hash; call ``reload()`` to read it again. ``clock`` is the
     time source of the operations that write a timestamp (``change_delay``).
     """
+
+    #: What ``update_data`` accepts (the defaults of ``protocol.limits``); a Queue gives the
+    #: jobs it hands out its own ``max_data_bytes``/``max_data_depth``.
+    data_limits: DataLimits = DataLimits()
 
     def __init__(self, connection: redis.Redis, keys: QueueKeys, job_id: str, *, name: str = "",
                  data: Any = None, opts: Mapping[str, Any] | None = None, timestamp: int = 0,
@@ -60,7 +66,7 @@ class Job:
         self.failed_reason: str | None = None
         self.stacktrace: list[str] = []
         self.repeat_job_key: str | None = None
-        self.deduplication_id: str | None = None
+        self.deduplication_id: str | None = _deduplication_id(self.raw_opts)
         self.parent_key: str | None = None
         self.parent: dict[str, Any] | None = None
         self.deferred_failure: str | None = None
@@ -106,7 +112,11 @@ class Job:
     @classmethod
     def fetch(cls, connection: redis.Redis, keys: QueueKeys, job_id: str, *,
               clock: Clock = system_clock) -> Job | None:
-        """The stored job, or None when its hash does not exist."""
+        """The stored job, or None when its hash does not exist. An id that names a queue key
+        (``meta``, ``events`` ..., docs/protocol.md §1.4) is never a job: None, without reading
+        that key as one."""
+        if names_queue_key(job_id) is not None:
+            return None
         with refusals("get_job", [keys.meta]):
             raw = connection.hgetall(keys.job(job_id))
         return cls.from_hash(connection, keys, job_id, raw, clock=clock) if raw else None
@@ -138,8 +148,10 @@ class Job:
     def get_state(self) -> JobState:
         return get_job_state(self.connection, self.keys, self.id)
 
-    def get_logs(self, start: int = 0, end: int = -1) -> list[str]:
-        return [text(line) for line in self.connection.lrange(self.keys.job_logs(self.id), start, end)]
+    def get_logs(self, start: int = 0, end: int = -1, *, asc: bool = True) -> list[str]:
+        """Log lines ``start..end`` (inclusive), oldest first; ``asc=False`` counts from the
+        newest line and returns newest first (``Queue.get_job_logs`` also tells the count)."""
+        return edits.read_logs(self.connection, self.keys, self.id, start, end, asc)[0]
 
     def get_children_values(self) -> dict[str, Any]:
         """Return values of the children that completed, by full child key (a flow parent's inputs)."""
@@ -167,12 +179,64 @@ class Job:
         promote_job(self.connection, self.keys, self.id)
         self.delay = 0
 
+    def retry(self, state: str = "failed", *, reset_attempts_made: bool = False,
+              reset_attempts_started: bool = False) -> None:
+        """Run a finished job again: it leaves ``state`` (``"failed"`` or ``"completed"``) for
+        wait (prioritized with a priority), losing its finish (``finishedOn``, ``processedOn``,
+        the failed reason or return value) and, when asked, its attempt counters: without
+        ``reset_attempts_made`` a job that used up its attempts gets one more, no retries.
+        JobNotFoundError / InvalidStateError when it is gone or not in ``state``."""
+        operations.retry_job(self.connection, self.keys, self.id, state, reset_attempts_made=reset_attempts_made,
+                             reset_attempts_started=reset_attempts_started)
+        self.finished_on = self.processed_on = None
+        if state == "failed":
+            self.failed_reason = None
+        else:
+            self.return_value = None
+        if reset_attempts_made:
+            self.attempts_made = 0
+        if reset_attempts_started:
+            self.attempts_started = 0
+
+    def wait_until_finished(self, queue_events: EventReader, timeout: float | None = None) -> Any:
+        """Block until the job finishes: its return value, or JobFailedError (``failed_reason``)
+        when it failed for good, or JobWaitTimeoutError after ``timeout`` seconds (None: no
+        limit). ``queue_events`` is a QueueEvents of this job's queue, started or not: a
+        started one delivers in its own thread, one not started is stepped here (docs/queue.md)."""
+        return wait_finished.wait_until_finished(self.connection, self.keys, self.id, queue_events, timeout)
+
     def change_delay(self, delay_ms: int) -> None:
         change_delay(self.connection, self.keys, self.id, delay_ms, self.clock())
         self.delay = int(delay_ms)
 
+    def change_priority(self, priority: int | None = None, lifo: bool = False) -> None:
+        """Give the job a new priority (0 or None: none; 1 is the most urgent, up to 2^21-1).
+        A waiting or prioritized job is placed again at once (``lifo``: ahead of the jobs of
+        its priority); in any other state the priority applies when it next enters wait."""
+        self.priority = edits.change_priority(self.connection, self.keys, self.id, priority, lifo)
+
+    def update_data(self, data: Any) -> None:
+        """Replace the job's data, in any state (a processor may update its own job's data
+        as it goes); bounded by ``data_limits`` as ``add`` bounds it."""
+        self.data = edits.update_data(self.connection, self.keys, self.id, data, self.data_limits)
+
+    def remove_deduplication_key(self) -> bool:
+        """Free this job's deduplication id if the job still owns it (True when freed), so the
+        next add with that id is a new job; False for a job added without one."""
+        if not self.deduplication_id:
+            return False
+        return edits.release_deduplication_id(self.connection, self.keys, self.deduplication_id, self.id)
+
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, name={self.name!r}, queue={self.keys.queue_name!r})"
+
+
+def _deduplication_id(opts: Mapping[str, Any]) -> str | None:
+    """The deduplication id of the options a job was added with (its hash's ``deid`` wins
+    when the job is read back)."""
+    dedup = opts.get("de")
+    dedup_id = dedup.get("id") if isinstance(dedup, Mapping) else None
+    return dedup_id if isinstance(dedup_id, str) and dedup_id else None
 
 
 def _all_str(fields: dict[Any, Any]) -> bool:

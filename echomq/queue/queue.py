@@ -23,7 +23,7 @@ from ..protocol.options import lookup_job_id
 from ..transport.calls import refusals, run_calls
 from ..transport.connection import Connection, Connections
 from ..types import Clock, JobOptions
-from . import admin
+from . import admin, edits, global_limits, metrics, operations
 from .enqueue import AddCall, AddPlanner, check_add_result, job_spec
 from .flows import add_flow
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
@@ -105,8 +105,10 @@ class Queue:
             self._meta_written = True
 
     def _job_for(self, call: AddCall, job_id: str) -> Job:
-        return Job(self.client, self.keys, job_id, name=call.name, data=call.data,
-                   opts=call.stored_opts, timestamp=call.timestamp, clock=self.clock)
+        job = Job(self.client, self.keys, job_id, name=call.name, data=call.data,
+                  opts=call.stored_opts, timestamp=call.timestamp, clock=self.clock)
+        job.data_limits = self.data_limits
+        return job
 
     def add(self, name: str, data: Any = None, **opts: Unpack[JobOptions]) -> Job:
         """Add one job. A custom ``job_id`` that exists, or a deduplication hit, adds nothing and
@@ -154,14 +156,20 @@ class Queue:
 
     # -- reading ------------------------------------------------------------------------------
     def get_job(self, job_id: str) -> Job | None:
-        return Job.fetch(self.client, self.keys, lookup_job_id(job_id, "get_job"), clock=self.clock)
+        job = Job.fetch(self.client, self.keys, lookup_job_id(job_id, "get_job"), clock=self.clock)
+        if job is not None:
+            job.data_limits = self.data_limits  # its update_data is bounded as this Queue's adds
+        return job
 
     def get_job_counts(self, *states: str) -> dict[str, int]:
         return admin.job_counts(self.client, self.keys, states)
 
     def get_jobs(self, states: str | Sequence[str] = ("waiting",), start: int = 0, end: int = -1,
                  *, asc: bool = False) -> list[Job]:
-        return admin.get_jobs(self.client, self.keys, states, start, end, asc, self.clock)
+        jobs = admin.get_jobs(self.client, self.keys, states, start, end, asc, self.clock)
+        for job in jobs:
+            job.data_limits = self.data_limits
+        return jobs
 
     def get_workers(self) -> list[dict[str, str]]:
         """The workers of this queue connected now, EchoMQ's and BullMQ's alike: one entry per
@@ -191,6 +199,12 @@ class Queue:
         """Move a delayed job to wait (or prioritized) now."""
         promote_job(self.client, self.keys, lookup_job_id(job_id, "promote"))
 
+    def retry_job(self, job_id: str, state: str = "failed", *, reset_attempts_made: bool = False,
+                  reset_attempts_started: bool = False) -> None:
+        """``Job.retry`` by id: a failed (or completed) job goes back to wait."""
+        operations.retry_job(self.client, self.keys, lookup_job_id(job_id, "retry"), state,
+                             reset_attempts_made=reset_attempts_made, reset_attempts_started=reset_attempts_started)
+
     def change_delay(self, job_id: str, delay_ms: int) -> None:
         change_delay(self.client, self.keys, lookup_job_id(job_id, "change_delay"), delay_ms, self.clock())
 
@@ -199,6 +213,31 @@ class Queue:
 
     def log(self, job_id: str, line: str, keep_logs: int | None = None) -> int:
         return add_log(self.client, self.keys, lookup_job_id(job_id, "log"), line, keep_logs)
+
+    # -- changing a job (docs/queue.md, "Changing a job") ---------------------------------------
+    def change_priority(self, job_id: str, priority: int | None = None, lifo: bool = False) -> None:
+        """``Job.change_priority`` by id: a waiting or prioritized job is placed again now."""
+        edits.change_priority(self.client, self.keys, lookup_job_id(job_id, "change_priority"), priority, lifo)
+
+    def update_data(self, job_id: str, data: Any) -> None:
+        """Replace a job's data, bounded by this Queue's ``max_data_bytes``/``max_data_depth``."""
+        edits.update_data(self.client, self.keys, lookup_job_id(job_id, "update_data"), data, self.data_limits)
+
+    def get_job_logs(self, job_id: str, start: int = 0, end: int = -1, asc: bool = True) -> dict[str, Any]:
+        """``{"logs": [...], "count": N}``: lines ``start..end`` of the job's log (``asc=False``:
+        counted from the newest, newest first) and how many lines it holds, as BullMQ's
+        getJobLogs; a job without a log (or without a hash) gives ``{"logs": [], "count": 0}``."""
+        logs, count = edits.read_logs(self.client, self.keys, lookup_job_id(job_id, "get_job_logs"),
+                                      start, end, asc)
+        return {"logs": logs, "count": count}
+
+    def get_deduplication_job_id(self, dedup_id: str) -> str | None:
+        """The id of the job that owns the deduplication id now, or None when it is free."""
+        return edits.deduplication_job_id(self.client, self.keys, dedup_id)
+
+    def remove_deduplication_key(self, dedup_id: str) -> int:
+        """Free a deduplication id whichever job owns it: 1 if it was taken, 0 if it was free."""
+        return edits.remove_deduplication_key(self.client, self.keys, dedup_id)
 
     # -- the whole queue ----------------------------------------------------------------------
     def pause(self) -> None:
@@ -215,6 +254,16 @@ class Queue:
         """Delete up to ``limit`` (0 = all) jobs of ``state`` older than ``grace_ms``; their ids."""
         return admin.clean(self.client, self.keys, grace_ms, limit, state, self.clock())
 
+    def retry_jobs(self, state: str = "failed", count: int = operations.DEFAULT_BATCH,
+                   timestamp: int | None = None) -> int:
+        """Retry every job of ``state`` (``"failed"``/``"completed"``) that finished at or before
+        ``timestamp`` (epoch ms, None: now), oldest first, ``count`` per round trip; how many."""
+        return operations.retry_jobs(self.client, self.keys, state, count, timestamp, self.clock())
+
+    def promote_jobs(self, count: int = operations.DEFAULT_BATCH) -> int:
+        """Move every delayed job to wait (or prioritized) now, ``count`` per round trip; how many."""
+        return operations.promote_jobs(self.client, self.keys, count)
+
     def drain(self, include_delayed: bool = False) -> int:
         """Delete waiting (and optionally delayed) jobs; schedulers' pending iterations stay."""
         _check_flag("drain", "include_delayed", include_delayed)
@@ -228,6 +277,36 @@ class Queue:
     def trim_events(self, max_len: int) -> int:
         """Approximately trim the events stream to ``max_len`` entries; returns how many went."""
         return admin.trim_events(self.client, self.keys, max_len)
+
+    # -- global limits and metrics (docs/queue.md, "Global limits", "Metrics") -----------------
+    def set_global_concurrency(self, concurrency: int) -> None:
+        """At most ``concurrency`` jobs active at once across every worker of the queue (meta
+        ``concurrency``, what BullMQ's setGlobalConcurrency writes); an int >= 1."""
+        global_limits.set_concurrency(self.client, self.keys, concurrency)
+
+    def get_global_concurrency(self) -> int | None:
+        return global_limits.get_concurrency(self.client, self.keys)
+
+    def remove_global_concurrency(self) -> None:
+        global_limits.remove_concurrency(self.client, self.keys)
+
+    def set_global_rate_limit(self, max: int, duration: int) -> None:
+        """At most ``max`` jobs taken per ``duration`` ms window across every worker of the
+        queue (meta ``max``/``duration``); it overrides a worker's own ``limiter.max``."""
+        global_limits.set_rate_limit(self.client, self.keys, max, duration)
+
+    def get_global_rate_limit(self) -> dict[str, int] | None:
+        """``{"max": jobs, "duration": ms}``, or None unless both are set."""
+        return global_limits.get_rate_limit(self.client, self.keys)
+
+    def remove_global_rate_limit(self) -> None:
+        global_limits.remove_rate_limit(self.client, self.keys)
+
+    def get_metrics(self, kind: str, start: int = 0, end: int = -1) -> dict[str, Any]:
+        """The per-minute counts of ``kind`` ("completed" or "failed") jobs that workers with
+        ``metrics=`` recorded, as BullMQ's getMetrics: ``{"meta": {"count", "prevTS",
+        "prevCount"}, "data": [newest first, start..end], "count": points stored}``."""
+        return metrics.get_metrics(self.client, self.keys, kind, start, end)
 
 
 def _check_flag(operation: str, name: str, value: Any) -> None:

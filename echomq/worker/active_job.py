@@ -31,6 +31,16 @@ class ActiveJob(Job):
     #: Set by the worker: told before this job gives its lock up itself (True) and, if it did not
     #: after all, afterwards (False), so the lock renewer does not report the lock as lost.
     lock_release: Callable[[bool], None] | None = None
+    #: Set by :meth:`discard`: if this attempt fails, it is the last one.
+    discarded: bool = False
+
+    def discard(self) -> None:
+        """Make this attempt the last: if the processor then fails, the job fails for good,
+        whatever attempts are left (as if it raised ``UnrecoverableError``). Nothing is written
+        to Redis: the flag lives in this object, for this attempt only; a processor that
+        returns normally still completes the job. (BullMQ 5's ``job.discard()`` was the same
+        in-memory flag; BullMQ 6.7 has no discard and uses UnrecoverableError for this.)"""
+        self.discarded = True
 
     def move_to_waiting_children(self, child_key: str | None = None) -> bool:
         """Park this job until its pending children complete (all of them, or ``child_key``).
@@ -62,13 +72,14 @@ class Attempt:
     worker's limits: ``protocol.job_hash.take``), ``repairs`` what to store with that failure.
     """
 
-    __slots__ = ("data", "fields", "job_id", "opts", "problem", "repairs", "token")
+    __slots__ = ("data", "fields", "job_id", "limits", "opts", "problem", "repairs", "token")
 
     def __init__(self, job_id: str, token: str, fields: dict[str, str], limits: DataLimits | None = None) -> None:
         self.job_id = job_id
         self.token = token
         self.fields = fields
-        taken = job_hash.take(fields, DataLimits() if limits is None else limits)
+        self.limits = DataLimits() if limits is None else limits
+        taken = job_hash.take(fields, self.limits)
         self.opts: dict[str, Any] = taken.opts
         self.data: Any = taken.data
         self.problem: str | None = taken.problem
@@ -98,4 +109,5 @@ class Attempt:
                                   clock=clock)
         assert isinstance(job, ActiveJob)  # from_hash builds cls
         job.token = self.token
+        job.data_limits = self.limits  # update_data from the processor: bounded as the worker reads
         return job

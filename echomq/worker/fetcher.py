@@ -20,6 +20,7 @@ import redis
 from ..transport.blocking import BlockingConnection
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connections, is_certificate_failure, is_fake
 from ..types import Clock
+from .listeners import ListenerSet
 from .transitions import Fetched, Transitions
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,8 @@ class Fetcher:
     """The fetch loop of one Worker (``run`` blocks until ``stop`` is set)."""
 
     def __init__(self, transitions: Transitions, slots: Slots, handoff: Handoff, marker: MarkerWait, *,
-                 clock: Clock, drain_delay: float, stop: threading.Event, worker_id: str, queue_name: str) -> None:
+                 clock: Clock, drain_delay: float, stop: threading.Event, worker_id: str, queue_name: str,
+                 listeners: ListenerSet | None = None) -> None:
         self.transitions = transitions
         self.slots = slots
         self.handoff = handoff
@@ -133,6 +135,7 @@ class Fetcher:
         self.stop = stop
         self.worker_id = worker_id
         self.queue_name = queue_name
+        self.listeners = listeners or ListenerSet((), queue_name)
         self._tokens = itertools.count(1)
         self._thread_ident: int | None = None
         self._fetched_once = self._waited_once = False  # each connection answered once: not a misconfiguration
@@ -192,6 +195,7 @@ class Fetcher:
     def pause_after_error(self, what: str, exc: BaseException, backoff: Backoff) -> None:
         delay = backoff.next_delay()
         log.warning("worker %s: Redis failed while %s (%s); retrying in %.2f s", self.queue_name, what, exc, delay)
+        self.listeners.redis_error(exc, what)
         self.stop.wait(delay)
 
     def wake(self, done: threading.Event) -> None:

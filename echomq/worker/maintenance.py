@@ -19,6 +19,7 @@ import threading
 
 from ..schedule.records import Iteration
 from ..schedule.repair import SchedulerRepair
+from .listeners import ListenerSet
 from .transitions import Transitions
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,25 @@ class LockRegistry:
             else:
                 self._releasing.discard(job_id)
 
-    def lost(self, job_id: str, token: str) -> bool:
+    def take_lost(self, job_id: str, token: str) -> bool:
         """Whether a lock that could not be renewed was really lost: the attempt holding
-        ``token`` still runs and is not releasing the lock itself."""
+        ``token`` still runs and is not releasing the lock itself. If so it is no longer
+        tracked, in the same step, so the loss is told once (see ``take``)."""
         with self._lock:
-            return self._tokens.get(job_id) == token and job_id not in self._releasing
+            if self._tokens.get(job_id) != token or job_id in self._releasing:
+                return False
+            del self._tokens[job_id]
+            return True
+
+    def take(self, job_id: str, token: str) -> bool:
+        """Stop tracking the attempt holding ``token`` (its final move was refused: the lock is
+        lost); False if it was not tracked any more, the renewer having found the loss first."""
+        with self._lock:
+            if self._tokens.get(job_id) != token:
+                return False
+            del self._tokens[job_id]
+            self._releasing.discard(job_id)
+            return True
 
     def snapshot(self) -> dict[str, str]:
         with self._lock:
@@ -90,9 +105,11 @@ class Maintenance:
         stalled_interval: int = 30000,
         max_stalled_count: int = 1,
         skip_stalled_check: bool = False,
+        listeners: ListenerSet | None = None,
     ) -> None:
         self.transitions = transitions
         self.locks = locks
+        self.listeners = listeners or ListenerSet((), transitions.keys.queue_name)
         self.lock_duration = int(lock_duration)
         # at least 1 ms: a 1 ms lock would otherwise be renewed in a busy loop
         self.lock_renew_time = int(lock_renew_time or max(1, self.lock_duration // 2))
@@ -137,12 +154,12 @@ class Maintenance:
         lost = self.transitions.extend_locks(tokens)
         # A job that finished (or parked for its children) while the renewal was in flight gave
         # its lock up on purpose: it is untracked by now, or marked releasing (LockRegistry).
-        lost = [job_id for job_id in lost if self.locks.lost(job_id, tokens[job_id])]
+        lost = [job_id for job_id in lost if self.locks.take_lost(job_id, tokens[job_id])]
         for job_id in lost:
             # Another worker's stalled check took it, or someone removed it: our final move
             # will be refused, which is what keeps a job from finishing twice.
             log.warning("lock of job %s could not be renewed; it may be processed again", job_id)
-            self.locks.untrack(job_id)
+            self.listeners.lock_lost(job_id)
         return lost
 
     def repair_schedulers(self, now_ms: int) -> list[Iteration]:
@@ -158,4 +175,5 @@ class Maintenance:
         for job_id in moved:
             log.warning("job %s stalled (its worker stopped renewing the lock) and was moved back to wait",
                         job_id)
+            self.listeners.stalled(job_id)
         return moved

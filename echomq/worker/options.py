@@ -2,8 +2,9 @@
 
 The names and units are BullMQ's (docs/protocol.md, the units rule): ``lock_duration``,
 ``lock_renew_time`` and ``stalled_interval`` in milliseconds, ``drain_delay`` in seconds as
-BullMQ has it, ``limiter`` as ``{"max": jobs, "duration": ms}``. The worker-level keep rules
-apply to jobs whose own options set none, and follow the same rule as the job options.
+BullMQ has it, ``limiter`` as ``{"max": jobs, "duration": ms}``, ``metrics`` as
+``{"maxDataPoints": n}``. The worker-level keep rules apply to jobs whose own options set none,
+and follow the same rule as the job options.
 
 A setting that would break at run time is refused here, naming the argument, rather than
 later in a thread where nobody sees it: a renewal period not shorter than the lock (the lock
@@ -31,6 +32,14 @@ from ..types import BackoffStrategy, Clock
 #: The longest period (ms) a Worker accepts: lock duration and renewal, stalled interval, the
 #: limiter's duration, and the drain delay (in seconds, so MAX_MS / 1000).
 MAX_MS = 2**31 - 1
+
+#: The data points ``metrics={}`` keeps: one a minute for a week (BullMQ's MetricsTime.ONE_WEEK).
+METRICS_ONE_WEEK = 10080
+
+#: The most data points a Worker keeps: a minute each, about two years. Bounded because a
+#: worker back after a long idle spell pushes a 0 for every idle minute up to this many, in one
+#: script call that holds Redis meanwhile.
+MAX_METRICS_POINTS = 2**20
 
 
 def _at_least(field: str, value: Any, minimum: int, maximum: int | None = None) -> int:
@@ -67,6 +76,17 @@ def _limiter(value: Any) -> Mapping[str, int]:
     return value
 
 
+def _metrics(value: Any) -> Mapping[str, int]:
+    """BullMQ's metrics option ``{"maxDataPoints": n}`` (n defaults to a week of minutes)."""
+    if not isinstance(value, Mapping) or not set(value) <= {"maxDataPoints"}:
+        raise InvalidInputError(f"Worker metrics={value!r}: must be {{'maxDataPoints': n}}, no other keys")
+    points = value.get("maxDataPoints", METRICS_ONE_WEEK)
+    if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_METRICS_POINTS:
+        raise InvalidInputError(
+            f"Worker metrics={value!r}: maxDataPoints must be an integer between 1 and {MAX_METRICS_POINTS}")
+    return {"maxDataPoints": points}
+
+
 @dataclass(frozen=True)
 class WorkerOptions:
     concurrency: int = 1
@@ -84,6 +104,8 @@ class WorkerOptions:
     clock: Clock = system_clock
     max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES
     max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH
+    #: ``{"maxDataPoints": n}`` to count finished jobs per minute (docs/protocol.md §1.2); None: none.
+    metrics: Mapping[str, int] | None = None
     #: The two limits above, checked: a job whose stored data is over them fails unrun.
     data_limits: DataLimits = dataclasses.field(init=False, repr=False, compare=False, default=DataLimits())
 
@@ -107,6 +129,8 @@ class WorkerOptions:
                 f"Worker drain_delay={delay!r}: must be a finite number of seconds > 0 and <= {MAX_MS / 1000}")
         if self.limiter is not None:
             _limiter(self.limiter)
+        if self.metrics is not None:
+            object.__setattr__(self, "metrics", _metrics(self.metrics))
         if self.name is not None:
             if not isinstance(self.name, str):
                 raise InvalidInputError(f"Worker name={self.name!r}: must be a str")
@@ -133,3 +157,7 @@ class WorkerOptions:
             "" if limiter.get("max") is None else str(limiter["max"]),
             "" if limiter.get("duration") is None else str(limiter["duration"]),
         ]
+
+    def metrics_arg(self) -> str:
+        """moveToFinished's ARGV[18]: the data points kept, "" when no metrics are collected."""
+        return "" if self.metrics is None else str(self.metrics["maxDataPoints"])

@@ -16,11 +16,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import redis
 
-from ..errors import EchoMQError, UnrecoverableError, WaitingChildrenError
+from ..errors import EchoMQError, LockError, UnrecoverableError, WaitingChildrenError
 from ..protocol import job_hash
 from ..protocol.codec import encode_json_like_js, sendable_text
 from ..protocol.keys import QueueKeys
@@ -30,6 +31,7 @@ from ..transport.connection import CONNECTION_ERRORS, Backoff
 from ..types import BackoffStrategy, Clock, Processor
 from .active_job import Attempt
 from .fetcher import Handoff, Slots
+from .listeners import ListenerSet
 from .maintenance import LockRegistry
 from .options import WorkerOptions
 from .retry import retry_delay, stacktrace_with
@@ -42,6 +44,10 @@ def _shown(name: str) -> str:
     """A job name fit for one log line: quoted (a newline cannot forge a second line), at most
     100 characters."""
     return repr(name[:100]) + ("..." if len(name) > 100 else "")
+
+
+def _ms_since(started: float) -> float:
+    return (time.monotonic() - started) * 1000
 
 
 def _bounded(reason: str) -> str:
@@ -64,7 +70,7 @@ class AttemptRunner:
     def __init__(self, *, client: redis.Redis, keys: QueueKeys, transitions: Transitions, locks: LockRegistry,
                  processor: Processor, options: WorkerOptions, backoff_strategy: BackoffStrategy | None,
                  clock: Clock, scheduler: JobScheduler, slots: Slots, handoff: Handoff,
-                 stop: threading.Event, abandoned: threading.Event) -> None:
+                 stop: threading.Event, abandoned: threading.Event, listeners: ListenerSet) -> None:
         self.client = client
         self.keys = keys
         self.transitions = transitions
@@ -78,6 +84,7 @@ class AttemptRunner:
         self.handoff = handoff
         self.stop = stop
         self.abandoned = abandoned
+        self.listeners = listeners
         self.queue_name = keys.queue_name
         #: Jobs this worker finished (completed or failed for good), for logs and tests.
         self.processed = 0
@@ -116,34 +123,44 @@ class AttemptRunner:
                 self._produce_next_iteration(attempt)
             job = attempt.job(self.client, self.keys, self.clock)
             job.lock_release = lambda releasing: self.locks.releasing(attempt.job_id, releasing)
+            telling = self.listeners.times_jobs  # no listener: no clock read, no call
+            started = self._tell_active(job) if telling else 0.0
             try:
                 if attempt.deferred_failure:
                     raise UnrecoverableError(attempt.deferred_failure)
                 if attempt.problem is not None:  # a hash no producer writes: never run, never retried
                     raise UnrecoverableError(attempt.problem)
-                value = encode_json_like_js(self.processor(job))
+                result = self.processor(job)
+                value = encode_json_like_js(result)
             except WaitingChildrenError:
                 return None  # the job moved to waiting-children and runs again after them
             except BaseException as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
+                ran_ms = _ms_since(started) if telling else 0.0
                 failure = self._failure(attempt, job, exc)  # decided (and logged) once, not per retry
-                return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch))
-            return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch))
+                told = partial(self.listeners.failed, job, exc, ran_ms, failure.delay) if telling else None
+                return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch), told)
+            told = partial(self.listeners.completed, job, result, _ms_since(started)) if telling else None
+            return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch), told)
         finally:
             self.locks.untrack(attempt.job_id)
 
-    def _finish(self, attempt: Attempt, move: Callable[[bool], Fetched | None]) -> Fetched | None:
-        """Run the final move, retrying through connection losses; a refused move (lock lost,
-        no longer active) is logged: another worker owns the job now."""
+    def _finish(self, attempt: Attempt, move: Callable[[bool], Fetched | None],
+                told: Callable[[], None] | None = None) -> Fetched | None:
+        """Run the final move, retrying through connection losses, then tell the listeners
+        (``told``) what was recorded; a refused move (lock lost, no longer active) is logged:
+        another worker owns the job now."""
         backoff: Backoff | None = None  # built on the first error only: the hot path stays lean
         self.locks.releasing(attempt.job_id)  # from here on a vanished lock may be our own doing
         while not self.abandoned.is_set():
             try:
-                return move(not self.stop.is_set())
+                fetched = move(not self.stop.is_set())
             except CONNECTION_ERRORS as exc:
                 backoff = backoff or Backoff(base=0.1, cap=10.0)
                 delay = backoff.next_delay()
                 log.warning("worker %s: Redis failed while finishing job %s (%s); retrying in %.2f s",
                             self.queue_name, attempt.job_id, exc, delay)
+                if not self.abandoned.is_set():  # else the shutdown cut the connection on purpose
+                    self.listeners.redis_error(exc, f"finishing job {attempt.job_id}")
                 self.stop.wait(delay)
                 if self.stop.is_set():
                     time.sleep(backoff.next_delay())
@@ -151,8 +168,28 @@ class AttemptRunner:
                 # Refused (lock lost, no longer active) or a server error: the job is either
                 # another worker's now or stays active until the stalled check returns it.
                 log.warning("worker %s: could not finish job %s: %s", self.queue_name, attempt.job_id, exc)
+                # After a lost reply the lock may be gone by our own first move; else it was lost,
+                # unless the renewer found that first (and told it).
+                if backoff is None and isinstance(exc, LockError) and self.locks.take(attempt.job_id, attempt.token):
+                    self.listeners.lock_lost(attempt.job_id)
                 return None
+            else:
+                if told is not None:
+                    self._tell_finished(fetched, attempt.token, told)
+                return fetched
         return None
+
+    def _tell_active(self, job: Any) -> float:
+        """Tell the listeners ``job`` is about to run; return the monotonic time it starts."""
+        self.listeners.active(job)
+        return time.monotonic()
+
+    def _tell_finished(self, fetched: Fetched | None, token: str, tell: Callable[[], None]) -> None:
+        """Tell the listeners an outcome. The job fetch-next just took holds a lock already:
+        it is tracked first, so its lock is renewed however long the listeners take."""
+        if fetched is not None and fetched.job_id is not None:
+            self.locks.track(fetched.job_id, token)
+        tell()
 
     def _count_finished(self) -> None:
         with self._processed_lock:

@@ -1,7 +1,8 @@
 """After a failed attempt: retry or not, after how long, and the stack traces to store
 (docs/protocol.md §3.4).
 
-A job retries while ``atm + 1 < attempts`` and the error is not an ``UnrecoverableError``.
+A job retries while ``atm + 1 < attempts``, the error is not an ``UnrecoverableError`` and
+the processor did not discard the attempt (``ActiveJob.discard``).
 Its ``opts.backoff`` (normal form ``{"type", "delay", "jitter"}``, see
 ``protocol.options.backoff_as_dict``) sets the wait: ``fixed`` waits ``delay``; ``exponential``
 waits ``round(2**(n-1) * delay)`` where n is the 1-based attempt that just failed; a jitter j in
@@ -75,10 +76,11 @@ def compute_delay(
 def retry_delay(job: Any, attempts: int, attempts_made: int, backoff: Any, exc: BaseException,
                 strategy: BackoffStrategy | None = None) -> int | None:
     """The wait in ms before the next attempt of ``job`` (0: at once), or None when it fails
-    for good: no attempts left, an UnrecoverableError, a strategy that said -1, a bad backoff
+    for good: no attempts left, an UnrecoverableError, a job its processor discarded
+    (``ActiveJob.discard``), a strategy that said -1, a bad backoff
     (any runtime may have stored it: a delay that is not a number, an unknown type), a
     strategy that raised. The wait is at most 2^53 - 1 ms (docs/protocol.md §2.3)."""
-    if attempts_made + 1 >= attempts or isinstance(exc, UnrecoverableError):
+    if attempts_made + 1 >= attempts or isinstance(exc, UnrecoverableError) or getattr(job, "discarded", False):
         return None
     try:
         delay = compute_delay(backoff, attempts_made + 1, error=exc, job=job, strategy=strategy)

@@ -77,6 +77,7 @@ class Transitions:
         self.keys = keys
         self.options = options
         self._fetch_args = options.fetch_args()
+        self._finish_tail = [*self._fetch_args, options.metrics_arg()]  # moveToFinished's ARGV[14..18]
         self._local = threading.local()
         # Every thread's pinned connection, by thread id, so close() can cut a call stuck on a
         # server that stopped answering (interrupt_threads); filled once per thread, off the hot path.
@@ -143,7 +144,7 @@ class Transitions:
         args = [
             job_id, now_ms, "returnvalue" if completed else "failedReason", value, target,
             "1" if fetch_next else "0", self.keys.job_prefix, token, count, age, limit, str(int(attempts)),
-            _fields_arg(fields), *self._fetch_args,
+            _fields_arg(fields), *self._finish_tail,
         ]
         bound = self._finished[target]
         result = self._run(bound, bound.for_job(job_id), args)

@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..clock import system_clock
@@ -39,6 +39,7 @@ from ..schedule.scheduler import JobScheduler
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard
 from ..types import BackoffStrategy, Clock, KeepRule, Processor
 from .fetcher import Fetcher, Handoff, MarkerWait, Slots
+from .listeners import ListenerSet, WorkerListener
 from .maintenance import LockRegistry, Maintenance
 from .options import WorkerOptions, client_name_safe
 from .processing import AttemptRunner
@@ -76,6 +77,8 @@ class Worker:
     ``failedReason`` saying what is wrong. Nothing starts until
     ``run()`` (blocking) or ``start()`` (in a thread of its own). ``clock`` (epoch ms) stamps
     everything the Worker writes and is handed on to the scheduler step and to every job.
+    ``listeners`` (``WorkerListener``s) hear of every job's start and outcome, stalls, lost locks
+    and Redis errors (docs/metrics.md); whatever they raise is logged, never the worker's.
     """
 
     def __init__(
@@ -94,12 +97,14 @@ class Worker:
         drain_delay: float = 5.0,
         backoff_strategy: BackoffStrategy | None = None,
         limiter: Mapping[str, int] | None = None,
+        metrics: Mapping[str, int] | None = None,
         skip_stalled_check: bool = False,
         remove_on_complete: KeepRule | None = None,
         remove_on_fail: KeepRule | None = None,
         clock: Clock = system_clock,
         max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
         max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
+        listeners: Sequence[WorkerListener] | None = None,
     ) -> None:
         if not callable(processor):
             raise InvalidInputError(f"Worker processor={processor!r}: must be callable")
@@ -109,9 +114,10 @@ class Worker:
             drain_delay=drain_delay, limiter=limiter, skip_stalled_check=skip_stalled_check,
             remove_on_complete=remove_on_complete, remove_on_fail=remove_on_fail,
             backoff_strategy=backoff_strategy, clock=clock, max_data_bytes=max_data_bytes,
-            max_data_depth=max_data_depth,
+            max_data_depth=max_data_depth, metrics=metrics,
         )
         self.keys = QueueKeys(queue_name, prefix)
+        self._listeners = ListenerSet(listeners, queue_name)
         client_name_safe("prefix", prefix)  # the marker connection's client name starts with it
         self._connections = Connections(connection)
         self.client = self._connections.client
@@ -130,6 +136,7 @@ class Worker:
             self.transitions, self.locks, lock_duration=options.lock_duration,
             lock_renew_time=options.lock_renew_time, stalled_interval=options.stalled_interval,
             max_stalled_count=options.max_stalled_count, skip_stalled_check=options.skip_stalled_check,
+            listeners=self._listeners,
         )
         self._stop = threading.Event()
         self._stop_maintenance = threading.Event()
@@ -144,12 +151,13 @@ class Worker:
             MarkerWait(self._connections, self.keys.marker, max_block_s=options.drain_delay,
                        client_name=self.keys.client_name(f":w:{name}" if name else "")),
             clock=clock, drain_delay=options.drain_delay, stop=self._stop, worker_id=self.id, queue_name=queue_name,
+            listeners=self._listeners,
         )
         self._runner = AttemptRunner(
             client=self.client, keys=self.keys, transitions=self.transitions, locks=self.locks,
             processor=processor, options=options, backoff_strategy=backoff_strategy, clock=clock,
             scheduler=JobScheduler(self.client, queue_name, prefix=prefix, clock=clock),
-            slots=slots, handoff=handoff, stop=self._stop, abandoned=self._abandoned,
+            slots=slots, handoff=handoff, stop=self._stop, abandoned=self._abandoned, listeners=self._listeners,
         )
         self._started = False
         self._close_deadline: float | None = None  # monotonic; None: no bound (or no close yet)
@@ -317,6 +325,7 @@ class Worker:
                     return  # the shutdown cut or closed the connection on purpose
                 delay_ms = int(backoff.next_delay() * 1000)
                 log.warning("worker %s maintenance lost Redis (%s); retrying in %d ms", self.queue_name, exc, delay_ms)
+                self._listeners.redis_error(exc, "renewing locks and checking for stalled jobs")
             except Exception:
                 delay_ms = int(backoff.next_delay() * 1000)
                 log.exception("worker %s maintenance step failed", self.queue_name)
@@ -350,6 +359,7 @@ class Worker:
         grace_end = time.monotonic() + SHUTDOWN_GRACE_S
         for thread in (*running, *others):
             thread.join(_left(grace_end))
+        self._listeners.join(_left(grace_end))  # the stalls, lost locks and errors still being told
         left = [t.name for t in (*processors, *others) if t.is_alive()]
         if left:
             log.warning("worker %s: thread(s) %s still alive after close (in a processor, or waiting on a Redis "

@@ -56,6 +56,14 @@ def test_a_custom_id_naming_a_queue_key_is_refused_before_anything_is_written(
     assert queue.add("after", {}).id == "4"  # the queue still works
 
 
+@pytest.mark.parametrize("job_id", ["meta", "events", "wait", "de:order-1", "metrics:completed"])
+def test_an_id_naming_a_queue_key_is_never_read_as_a_job(connection: redis.Redis, queue_name: str,
+                                                          job_id: str) -> None:
+    queue = _seeded(connection, queue_name)
+    queue.add("deduplicated", {}, deduplication={"id": "order-1"})
+    assert queue.get_job(job_id) is None
+
+
 @pytest.mark.parametrize("job_id", ["7", "-3", "0", "a:b", "a:b:c:d", "0:x:y"])
 def test_custom_ids_bullmq_refuses_are_refused(connection: redis.Redis, queue_name: str, job_id: str) -> None:
     queue = _seeded(connection, queue_name)

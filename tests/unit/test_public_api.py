@@ -45,7 +45,8 @@ def test_every_export_resolves_to_its_module() -> None:
 
 
 @pytest.mark.parametrize("name", ["ActiveJob", "ConnectionClosedError", "BackoffStrategy", "Subscriber",
-                                  "EVENT_TAG", "GAP_TAG", "Processor", "Clock", "JobOptions", "RepeatOptions"])
+                                  "EVENT_TAG", "GAP_TAG", "Processor", "Clock", "JobOptions", "RepeatOptions",
+                                  "WorkerListener"])
 def test_names_users_meet_are_importable_from_echomq(name: str) -> None:
     assert name in echomq.__all__
     assert getattr(echomq, name) is not None
@@ -55,11 +56,11 @@ def test_each_subsystem_package_offers_its_classes() -> None:
     from echomq.events import EventType, Handler, QueueEvents
     from echomq.queue import Job, Queue
     from echomq.schedule import Iteration, JobScheduler, SchedulerRecord, calculate_next_millis
-    from echomq.worker import ActiveJob, Worker
+    from echomq.worker import ActiveJob, Worker, WorkerListener
 
-    assert (Queue, Job, Worker, ActiveJob, QueueEvents, Handler, EventType) == (
-        echomq.Queue, echomq.Job, echomq.Worker, echomq.ActiveJob, echomq.QueueEvents, echomq.Handler,
-        echomq.EventType)
+    assert (Queue, Job, Worker, ActiveJob, WorkerListener, QueueEvents, Handler, EventType) == (
+        echomq.Queue, echomq.Job, echomq.Worker, echomq.ActiveJob, echomq.WorkerListener, echomq.QueueEvents,
+        echomq.Handler, echomq.EventType)
     assert (JobScheduler, SchedulerRecord, Iteration, calculate_next_millis) == (
         echomq.JobScheduler, echomq.SchedulerRecord, echomq.Iteration, echomq.calculate_next_millis)
 

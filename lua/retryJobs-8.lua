@@ -1,0 +1,46 @@
+--[[
+  Retry finished jobs in bulk (Queue.retry_jobs): up to `count` jobs of <finished> (completed
+  or failed) that finished at or before a timestamp, oldest first, each as reprocessJob retries
+  one (no counter is reset). A member whose hash is gone is dropped from the set. The client
+  calls again while a call took `count` ids.
+
+  Input:
+    KEYS[1] <finished>   KEYS[2] wait   KEYS[3] prioritized   KEYS[4] pc   KEYS[5] meta
+    KEYS[6] active   KEYS[7] marker   KEYS[8] events
+    ARGV[1] key prefix "<base>:"   ARGV[2] "completed" or "failed": the state <finished> names
+    ARGV[3] count (an integer >= 1)   ARGV[4] finished at or before (ms)
+
+  Output:
+    {taken, retried}: ids taken from the set, and how many of them were jobs put back in line
+    an error reply, writing nothing, for a bad state or count
+
+  Events: capped "waiting" (jobId, prev=<state>) per job, oldest first.
+]]
+-- @include "getOrSetMaxEvents"
+-- @include "isQueuePausedOrMaxed"
+-- @include "requeueJob"
+local prefix, state = ARGV[1], ARGV[2]
+local count = tonumber(ARGV[3])
+if state ~= "completed" and state ~= "failed" then
+  return redis.error_reply("ERR retryJobs: state must be completed or failed, got " .. tostring(state))
+end
+if not count or count < 1 then
+  return redis.error_reply("ERR retryJobs: count must be an integer >= 1, got " .. tostring(ARGV[3]))
+end
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], 0, ARGV[4], "LIMIT", 0, ARGV[3])
+if #ids == 0 then
+  return {0, 0}
+end
+local q = {wait = KEYS[2], prioritized = KEYS[3], pc = KEYS[4], marker = KEYS[7], events = KEYS[8]}
+local pausedOrMaxed = isQueuePausedOrMaxed(KEYS[5], KEYS[6])
+local maxEvents = getOrSetMaxEvents(KEYS[5])
+local retried = 0
+for _, jobId in ipairs(ids) do
+  redis.call("ZREM", KEYS[1], jobId)
+  local jobKey = prefix .. jobId
+  if redis.call("EXISTS", jobKey) == 1 then
+    requeueJob(q, jobKey, jobId, state, {}, pausedOrMaxed, maxEvents)
+    retried = retried + 1
+  end
+end
+return {#ids, retried}
