@@ -2,8 +2,9 @@
 
 This is the only part of EchoMQ that prints, configures logging or may install signal
 handlers: it is a program, not the library. A user's mistake or an unreachable Redis ends a
-command with one line on stderr and a non-zero status (2 for a bad argument, 1 for Redis),
-never with a traceback: ``main`` turns the library's errors into that line.
+command with one line on stderr and a non-zero status (2 for a bad argument or a refused
+operation, 1 for Redis or for a job or queue that is not there), never with a traceback:
+``main`` turns the library's errors into that line.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import NoReturn
 import redis
 
 from .._version import __version__
-from ..errors import EchoMQError
+from ..errors import EchoMQError, NotFoundError
 from ..transport.connection import redact_url
 
 # Subcommand modules under echomq/cli/, each exposing register(subparsers), in --help order.
-COMMAND_MODULES: tuple[str, ...] = ("next_runs", "schedulers", "events", "demo")
+COMMAND_MODULES: tuple[str, ...] = ("next_runs", "schedulers", "events", "queue_ops", "jobs", "metrics", "demo")
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Imported by name: EchoMQ never imports a module that a string names.
-    from . import demo, events, next_runs, schedulers
-    modules = {"next_runs": next_runs, "schedulers": schedulers, "events": events, "demo": demo}
+    from . import demo, events, jobs, metrics, next_runs, queue_ops, schedulers
+    modules = {"next_runs": next_runs, "schedulers": schedulers, "events": events, "queue_ops": queue_ops,
+               "jobs": jobs, "metrics": metrics, "demo": demo}
     for name in COMMAND_MODULES:
         modules[name].register(subparsers)
     return parser
@@ -65,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{command}: cannot reach Redis at {where}: {exc}", 1)
     except redis.RedisError as exc:
         return _fail(f"{command}: Redis at {where} answered with an error: {exc}", 1)
+    except NotFoundError as exc:
+        return _fail(f"{command}: not found: {exc}", 1)
     except EchoMQError as exc:
         return _fail(f"{command}: error: {exc}", 2)
 

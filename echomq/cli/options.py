@@ -59,12 +59,17 @@ def positive_int(text: str) -> int:
 def add_queue_options(parser: argparse.ArgumentParser, *, json_output: bool = False) -> None:
     parser.add_argument("--queue", required=True, type=checked(validate_queue_name, "queue name"),
                         help="queue name (without braces)")
+    add_connection_options(parser)
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``--redis`` and ``--prefix``, for a command that names its queues its own way."""
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
                         type=checked(_redis_url, "Redis URL"), help="Redis URL (default: $REDIS_URL or %(default)s)")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, type=checked(validate_prefix, "prefix"),
                         help="key prefix (default: %(default)s)")
-    if json_output:
-        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def open_client(args: argparse.Namespace) -> redis.Redis:

@@ -24,6 +24,7 @@ from ..protocol.codec import json_or_text
 from ..protocol.options import decode_job_options
 from ..schedule import JobScheduler, SchedulerRecord, calculate_next_millis
 from .options import add_queue_options, open_client, printable
+from .output import write_table
 
 COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
 
@@ -46,9 +47,7 @@ def _row(record: SchedulerRecord) -> tuple[str, ...]:
 
 
 def print_table(records: Iterable[SchedulerRecord], out: TextIO) -> None:
-    rows = [COLUMNS, *(tuple(map(printable, _row(r))) for r in records)]  # ids and names come from Redis
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    out.writelines("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n" for row in rows)
+    write_table(COLUMNS, (tuple(map(printable, _row(r))) for r in records), out)  # ids and names come from Redis
 
 
 def _scheduler(args: argparse.Namespace) -> tuple[redis.Redis, JobScheduler]:

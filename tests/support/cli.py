@@ -16,6 +16,18 @@ CONNECTING_COMMANDS: list[list[str]] = [
     ["schedulers", "get", "nightly"],
     ["schedulers", "upsert", "nightly", "--every", "60000"],
     ["schedulers", "remove", "nightly"],
+    ["queue", "stats"],
+    ["queue", "pause"],
+    ["queue", "resume"],
+    ["queue", "clean", "--grace", "1h", "--yes"],
+    ["queue", "drain", "--yes"],
+    ["queue", "obliterate", "--yes"],
+    ["workers"],
+    ["jobs", "list", "--state", "failed"],
+    ["job", "show", "1"],
+    ["job", "retry", "1"],
+    ["job", "remove", "1", "--yes"],
+    ["job", "promote", "1"],
 ]
 
 

@@ -28,8 +28,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("surface", ("echomq", "echomq.__main__", "echomq._legacy")),
 )
 
-#: The only imports between two subsystems: a worker runs jobs (queue) and advances schedules.
-PEER_IMPORTS = {("echomq.worker", "echomq.queue"), ("echomq.worker", "echomq.schedule")}
+#: The only imports between two subsystems (a worker runs jobs and advances schedules) or two
+#: hosts (the command line serves an integration: ``echomq metrics serve``).
+PEER_IMPORTS = {("echomq.worker", "echomq.queue"), ("echomq.worker", "echomq.schedule"),
+                ("echomq.cli", "echomq.contrib")}
 
 MAX_MODULE_LINES = 400
 
