@@ -6,7 +6,8 @@ network at import; each name below is imported from its module on first use.
 
 The package is layered, each layer using only those before it: ``errors``, ``types`` and
 ``clock``; ``protocol`` (the data layout, no sockets); ``transport`` (connections, scripts,
-blocking reads); ``queue``, ``schedule``, ``events`` and ``worker``; then the hosts, ``cli``.
+blocking reads); ``queue``, ``schedule``, ``events`` and ``worker``; ``registry``, composing them; then the hosts,
+``cli``, ``contrib`` and ``testing``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ _EXPORTS: dict[str, str] = {
     "Worker": "worker.worker",
     "ActiveJob": "worker.active_job",
     "WorkerListener": "worker.listeners",
+    # declared jobs, routed by name
+    "JobRegistry": "registry",
+    "RegisteredJob": "registry",
 }
 
 __all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 - the one list is _EXPORTS
@@ -118,6 +122,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     from .protocol.keys import QueueKeys
     from .queue.job import Job
     from .queue.queue import Queue
+    from .registry import JobRegistry, RegisteredJob
     from .schedule.next_run import calculate_next_millis
     from .schedule.records import Iteration, SchedulerRecord
     from .schedule.scheduler import JobScheduler

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidInputError, UnrecoverableError
+from ..errors import InvalidInputError
 from ..protocol import job_hash
 from ..protocol.codec import encode_json_like_js, int_or_none
 from ..queue.queue import Queue
@@ -23,6 +23,7 @@ from ..types import BackoffStrategy, Clock, KeepRule, Processor
 from ..worker.active_job import ActiveJob
 from ..worker.inline import InlineWorker
 from ..worker.listeners import WorkerListener
+from ..worker.routing import as_processor
 from ..worker.transitions import Fetched
 from ..worker.worker import Worker
 from .report import JobRun, Outcome, RunReport, TooManyJobsError
@@ -59,22 +60,18 @@ def processors_arg(processors: Processors) -> Processors:
 
 
 class _Dispatch:
-    """The processor of one runner Worker: the function for the job's name. A BaseException that
-    is not an Exception stops the run once its attempt is recorded: the attempt's final move
-    must not take a next job then, which would be left active."""
+    """The processor of one runner Worker: the function for the job's name, routed as a Worker
+    routes (``worker.routing``). A BaseException that is not an Exception stops the run once its
+    attempt is recorded: the attempt's final move must not take a next job then, which would be
+    left active."""
 
-    def __init__(self, processors: Processors) -> None:
-        self.processors = processors
+    def __init__(self, processors: Processors, queue_name: str) -> None:
+        self.processor = as_processor(processors, queue_name)
         self.inline: InlineWorker | None = None
 
     def __call__(self, job: Any) -> Any:
-        table = self.processors
-        function = table.get(job.name) if isinstance(table, Mapping) else table
-        if function is None:
-            names = ", ".join(sorted(table)) if isinstance(table, Mapping) else ""
-            raise UnrecoverableError(f"no processor for job name {job.name!r} (the runner has: {names})")
         try:
-            return function(job)
+            return self.processor(job)
         except BaseException as exc:
             if not isinstance(exc, Exception) and self.inline is not None:
                 self.inline.take_no_next_job()
@@ -145,7 +142,7 @@ class Runner:
         self.clock: Clock = clock
         self.lanes: list[_Lane] = []
         for queue in listed:
-            told, dispatch = _Told(clock), _Dispatch(table)
+            told, dispatch = _Told(clock), _Dispatch(table, queue.name)
             worker = Worker(queue.client, queue.name, dispatch, prefix=queue.prefix, clock=clock,
                             backoff_strategy=backoff_strategy, limiter=limiter, remove_on_complete=remove_on_complete,
                             remove_on_fail=remove_on_fail, max_data_bytes=queue.data_limits.max_bytes,

@@ -32,6 +32,10 @@ LOCAL_WAIT_S = 0.15
 #: Longest single block on fakeredis, whose CLIENT UNBLOCK older releases lack.
 FAKE_BLOCK_CAP_S = 0.2
 
+#: Longest single marker wait of a burst run while one of its jobs runs: the run ends soon after
+#: the last job, not a ``drain_delay`` later.
+BURST_RECHECK_S = 0.1
+
 #: What makes a fetch or a marker wait pause and retry: the server went away, or answered with an
 #: error that passes (READONLY after a failover, OOM, a busy script).
 RETRIED_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.ResponseError)
@@ -44,8 +48,13 @@ class Slots:
     """Free processor slots: the fetcher takes one before each fetch, a processor gives it back."""
 
     def __init__(self, count: int) -> None:
-        self._free = count
+        self._count = self._free = count
         self._cond = threading.Condition()
+
+    def all_free(self) -> bool:
+        """True when no processor holds a job."""
+        with self._cond:
+            return self._free == self._count
 
     def take(self, stop: threading.Event) -> bool:
         """Wait for a free slot; False once ``stop`` is set."""
@@ -140,11 +149,17 @@ class Fetcher:
         self._thread_ident: int | None = None
         self._fetched_once = self._waited_once = False  # each connection answered once: not a misconfiguration
 
-    def run(self) -> None:
+    def run(self, *, burst: bool = False) -> None:
+        """Fetch until ``stop`` is set; with ``burst``, also return once the queue is idle: a
+        fetch made while none of this worker's jobs ran found nothing due (waiting, prioritized,
+        or delayed and due by now). Only processors get jobs from this loop (or by fetch-next,
+        holding their slot), so nothing of ours could have put a job back between the check of
+        the slots and that fetch. Delayed jobs due later and other workers' jobs do not count."""
         self._thread_ident = threading.get_ident()
         backoff = Backoff(base=0.1, cap=10.0)
         stop = self.stop
         while not stop.is_set():
+            none_running = burst and self.slots.all_free()
             if not self.slots.take(stop):
                 return
             token = f"{self.worker_id}:{next(self._tokens)}"
@@ -165,7 +180,10 @@ class Fetcher:
             if fetched.rate_limit_ms > 0:
                 stop.wait(fetched.rate_limit_ms / 1000)
                 continue
-            timeout = self.drain_delay
+            if none_running:
+                log.debug("worker %s: nothing due and no job running; the burst run ends", self.queue_name)
+                return
+            timeout = BURST_RECHECK_S if burst else self.drain_delay
             if fetched.next_due_ms:
                 remaining = (fetched.next_due_ms - self.clock()) / 1000
                 if remaining <= LOCAL_WAIT_S:

@@ -6,8 +6,13 @@ finish the attempt with one script that also takes the next job when the worker 
 stopping (fetch-next, §3.3): completed, failed for good, or retried now or after its backoff
 (§3.4). A processor's exception is the job's failure, never the thread's, even a
 ``SystemExit``, a ``KeyboardInterrupt`` or any other ``BaseException`` (the thread is ours, and a
-dead one would take its slot with it); every failed attempt leaves one log line. A bug of ours
-is logged and the job left to the stalled check.
+dead one would take its slot with it). A bug of ours is logged and the job left to the stalled check.
+
+Each attempt's log lines (docs/worker.md): its start at DEBUG, its success at INFO with how long
+the processor ran, a failure at WARNING when a retry is ahead or ERROR when it failed for good,
+with the traceback. Never the job's data; its name (any runtime's, so untrusted) quoted and
+shortened, the reason bounded. Levels are checked before anything is formatted or timed: with
+logging left at WARNING a job that succeeds costs two cached level checks.
 """
 
 from __future__ import annotations
@@ -35,15 +40,10 @@ from .listeners import ListenerSet
 from .maintenance import LockRegistry
 from .options import WorkerOptions
 from .retry import retry_delay, stacktrace_with
+from .routing import UnroutedJobError, shown_name
 from .transitions import Fetched, Transitions
 
 log = logging.getLogger(__name__)
-
-
-def _shown(name: str) -> str:
-    """A job name fit for one log line: quoted (a newline cannot forge a second line), at most
-    100 characters."""
-    return repr(name[:100]) + ("..." if len(name) > 100 else "")
 
 
 def _ms_since(started: float) -> float:
@@ -123,8 +123,15 @@ class AttemptRunner:
                 self._produce_next_iteration(attempt)
             job = attempt.job(self.client, self.keys, self.clock)
             job.lock_release = lambda releasing: self.locks.releasing(attempt.job_id, releasing)
-            telling = self.listeners.times_jobs  # no listener: no clock read, no call
-            started = self._tell_active(job) if telling else 0.0
+            telling = self.listeners.times_jobs  # no listener: no call
+            if telling:
+                self.listeners.active(job)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("worker %s: job %s (%s) started, attempt %d of %d", self.queue_name, attempt.job_id,
+                          shown_name(attempt.fields.get("name", "")), attempt.attempts_made + 1,
+                          max(attempt.attempts, attempt.attempts_made + 1))
+            timing = telling or log.isEnabledFor(logging.INFO)  # else no clock read
+            started = time.monotonic() if timing else 0.0
             try:
                 if attempt.deferred_failure:
                     raise UnrecoverableError(attempt.deferred_failure)
@@ -135,12 +142,13 @@ class AttemptRunner:
             except WaitingChildrenError:
                 return None  # the job moved to waiting-children and runs again after them
             except BaseException as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
-                ran_ms = _ms_since(started) if telling else 0.0
+                ran_ms = _ms_since(started) if timing else 0.0
                 failure = self._failure(attempt, job, exc)  # decided (and logged) once, not per retry
                 told = partial(self.listeners.failed, job, exc, ran_ms, failure.delay) if telling else None
                 return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch), told)
-            told = partial(self.listeners.completed, job, result, _ms_since(started)) if telling else None
-            return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch), told)
+            ran = _ms_since(started) if timing else None
+            told = partial(self.listeners.completed, job, result, ran or 0.0) if telling else None
+            return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch, ran), told)
         finally:
             self.locks.untrack(attempt.job_id)
 
@@ -179,11 +187,6 @@ class AttemptRunner:
                 return fetched
         return None
 
-    def _tell_active(self, job: Any) -> float:
-        """Tell the listeners ``job`` is about to run; return the monotonic time it starts."""
-        self.listeners.active(job)
-        return time.monotonic()
-
     def _tell_finished(self, fetched: Fetched | None, token: str, tell: Callable[[], None]) -> None:
         """Tell the listeners an outcome. The job fetch-next just took holds a lock already:
         it is tracked first, so its lock is renewed however long the listeners take."""
@@ -195,13 +198,18 @@ class AttemptRunner:
         with self._processed_lock:
             self.processed += 1
 
-    def _complete(self, attempt: Attempt, value: str, fetch_next: bool) -> Fetched | None:
+    def _complete(self, attempt: Attempt, value: str, fetch_next: bool, ran_ms: float | None) -> Fetched | None:
+        """Record the success; its INFO line says how long the processor ran (``ran_ms``, None
+        when nothing measured it: INFO was off as the job started)."""
         fetched = self.transitions.move_to_finished(
             attempt.job_id, attempt.token, self.clock(), completed=True, value=value,
             keep=attempt.opts.get("removeOnComplete", self.options.remove_on_complete),
             attempts=attempt.attempts, fetch_next=fetch_next,
         )
         self._count_finished()
+        if ran_ms is not None and log.isEnabledFor(logging.INFO):
+            log.info("worker %s: job %s (%s) completed in %.1f ms", self.queue_name, attempt.job_id,
+                     shown_name(attempt.fields.get("name", "")), ran_ms)
         return fetched
 
     def _failure(self, attempt: Attempt, job: Any, exc: BaseException) -> _Failure:
@@ -220,13 +228,17 @@ class AttemptRunner:
         else:
             ahead, level = (f"retrying in {delay} ms" if delay > 0 else "retrying now"), logging.WARNING
         # Not an Exception (SystemExit, KeyboardInterrupt ...): rarely meant as a job failure,
-        # so it is an ERROR with its traceback; an ordinary failure's traceback is in the job.
-        # Never the job's data; its name (any runtime's, so untrusted) shortened and quoted.
-        unusual = not isinstance(exc, Exception)
-        log.log(logging.ERROR if unusual else level, "worker %s: job %s (%s) failed on attempt %d of %d: %s: %s; %s",
-                self.queue_name, attempt.job_id, _shown(attempt.fields.get("name", "")), attempt.attempts_made + 1,
-                max(attempt.attempts, attempt.attempts_made + 1), type(exc).__name__, _bounded(reason), ahead,
-                exc_info=exc if unusual else None)
+        # so it is an ERROR even with a retry ahead. The traceback goes with the line unless no
+        # function of the user's ran (a malformed hash, data over the limits, a name no function
+        # handles): then it is our own raise, with nothing to show.
+        if not isinstance(exc, Exception):
+            level = logging.ERROR
+        if log.isEnabledFor(level):
+            ran = not attempt.deferred_failure and attempt.problem is None and not isinstance(exc, UnroutedJobError)
+            log.log(level, "worker %s: job %s (%s) failed on attempt %d of %d: %s: %s; %s", self.queue_name,
+                    attempt.job_id, shown_name(attempt.fields.get("name", "")), attempt.attempts_made + 1,
+                    max(attempt.attempts, attempt.attempts_made + 1), type(exc).__name__, _bounded(reason), ahead,
+                    exc_info=exc if ran else None)
         return _Failure(reason, fields, delay)
 
     def _fail(self, attempt: Attempt, failure: _Failure, fetch_next: bool) -> Fetched | None:

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..clock import system_clock
-from ..errors import EchoMQError, InvalidInputError
+from ..errors import EchoMQError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH
 from ..schedule.scheduler import JobScheduler
@@ -43,6 +43,7 @@ from .listeners import ListenerSet, WorkerListener
 from .maintenance import LockRegistry, Maintenance
 from .options import WorkerOptions, client_name_safe
 from .processing import AttemptRunner
+from .routing import as_processor
 from .transitions import Transitions
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ def _left(end: float | None) -> float | None:
 
 class Worker:
     """Processes one queue's jobs with ``processor(job)``; its return value is the job's result.
+    ``processor`` may be a mapping of job name -> function: each job runs the function of its
+    name, and a job whose name has none fails for good, saying so (docs/worker.md).
 
     An exception fails the attempt (message and stack trace are stored); with attempts left the
     job retries after its backoff; ``UnrecoverableError`` fails it at once. A job whose hash is
@@ -85,7 +88,7 @@ class Worker:
         self,
         connection: Connection,
         queue_name: str,
-        processor: Processor,
+        processor: Processor | Mapping[str, Processor],
         *,
         concurrency: int = 1,
         lock_duration: int = 30000,
@@ -106,8 +109,7 @@ class Worker:
         max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
         listeners: Sequence[WorkerListener] | None = None,
     ) -> None:
-        if not callable(processor):
-            raise InvalidInputError(f"Worker processor={processor!r}: must be callable")
+        processor = as_processor(processor, queue_name)  # a mapping routes by job name (routing.py)
         self.options = options = WorkerOptions(
             concurrency=concurrency, lock_duration=lock_duration, lock_renew_time=lock_renew_time,
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count, name=name,
@@ -203,8 +205,10 @@ class Worker:
         """Jobs this worker finished (completed or failed for good)."""
         return self._runner.processed
 
-    def run(self) -> None:
+    def run(self, *, burst: bool = False) -> None:
         """Process jobs in the calling thread until ``close()``; then return, all threads joined.
+        ``burst=True`` also returns once the queue is idle: nothing due and none of its jobs
+        running (``Fetcher.run``), as ``echomq worker --burst`` does for cron and CI.
 
         A lost or refused connection is retried with backoff, also before the first contact
         (Redis may come up after the worker). A server whose TLS certificate fails verification
@@ -233,7 +237,7 @@ class Worker:
             for thread in processors:
                 thread.start()
             try:
-                self._fetcher.run()
+                self._fetcher.run(burst=burst)
             finally:
                 self.transitions.release_thread_connection()
         finally:

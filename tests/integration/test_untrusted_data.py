@@ -397,5 +397,8 @@ def test_random_malformed_hashes_and_entries_never_stop_the_worker_or_the_reader
     # failed read. (A broken scheduler named by a garbage ``rjk`` is logged, and left alone.)
     trouble = ("could not be finished", "could not finish", "stalled", "read failed", "connection lost")
     assert not [r.getMessage()[:300] for r in caplog.records if any(t in r.getMessage() for t in trouble)]
-    assert not [r.getMessage()[:300] for r in caplog.records if r.exc_info and "next iteration" not in r.getMessage()]
+    # A traceback only where the processor raised: the worker's own refusals (malformed hashes)
+    # and its own errors come without one, or are bugs.
+    assert not [r.getMessage()[:300] for r in caplog.records if r.exc_info and "next iteration" not in r.getMessage()
+                and not str(r.exc_info[1]).startswith(("boom", "once"))]
     assert connection.llen(k.active) == 0

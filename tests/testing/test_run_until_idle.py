@@ -88,7 +88,7 @@ def test_a_processor_per_job_name_and_a_name_without_one(connection: redis.Redis
     queue.add("unknown", attempts=5)
     report = run_until_idle(queue, {"known": lambda job: "ok"})
     assert report.outcomes() == ["completed", "failed"]  # at once, whatever attempts are left
-    assert report[1].failed_reason == "no processor for job name 'unknown' (the runner has: known)"
+    assert report[1].failed_reason == f"no processor for job name 'unknown' in queue {queue.name!r} (handled: known)"
     assert isinstance(report[1].error, UnrecoverableError)
 
 

@@ -46,7 +46,7 @@ def test_every_export_resolves_to_its_module() -> None:
 
 @pytest.mark.parametrize("name", ["ActiveJob", "ConnectionClosedError", "BackoffStrategy", "Subscriber",
                                   "EVENT_TAG", "GAP_TAG", "Processor", "Clock", "JobOptions", "RepeatOptions",
-                                  "WorkerListener"])
+                                  "WorkerListener", "JobRegistry", "RegisteredJob"])
 def test_names_users_meet_are_importable_from_echomq(name: str) -> None:
     assert name in echomq.__all__
     assert getattr(echomq, name) is not None
