@@ -7,13 +7,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 INTEROP_DIR := tests/interop
 NODE_STAMP := $(INTEROP_DIR)/node_modules/.installed-stamp
+# The peers tests/bench/bench_pool.py compares with (Celery, dramatiq): a virtualenv of their own,
+# never the package's extras.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed-stamp
+BENCH_REQUIREMENTS := tests/bench/requirements-pool.txt
 
 .PHONY: venv test interop demo bench lint clean node-deps
 
 $(STAMP): setup.cfg setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,hiredis,lint]'
+	$(PY) -m pip install --quiet -e '.[test,testing,hiredis,lint]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -33,7 +38,13 @@ interop: $(STAMP) $(NODE_STAMP)
 demo: $(STAMP)
 	$(PY) -m echomq demo
 
-bench: $(STAMP) $(NODE_STAMP)
+$(BENCH_STAMP): $(BENCH_REQUIREMENTS)
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -r $(BENCH_REQUIREMENTS)
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(NODE_STAMP) $(BENCH_STAMP)
 	@for f in tests/bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 lint: $(STAMP)
@@ -41,6 +52,6 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy echomq
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf $(INTEROP_DIR)/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,265 @@
+"""One worker process of ``echomq worker``: its Workers, the signals it obeys, and when it ends.
+
+The same loop runs in the command's own process (``--processes 1``) and in each child a
+supervisor forks. The process's main thread only watches: each Worker runs in a thread of its
+own (``Worker.run``, one per queue) and the main thread waits on a ``SignalInbox``, which the
+signal handlers, a recycle limit reached and a Worker that ended all wake. Signal handlers
+only record the signal (no lock is ever taken inside one); what it means is decided here:
+
+* the first SIGTERM (or SIGINT) closes every Worker at once, in parallel, each with
+  ``--shutdown-timeout``: running jobs finish, those still running at the deadline stay active
+  and the stalled check hands them out again (docs/worker.md, "Shutdown");
+* a second one ends the process at once (status 1), leaving its jobs to the stalled check;
+* ``--max-jobs-per-child`` and ``--max-memory-per-child`` close it the same graceful way and
+  end it with ``RECYCLE_STATUS``, which tells the supervisor to start a fresh process;
+* with ``--burst`` each Worker returns once its queue is idle; when a round of them finished
+  any job, another round runs (a job may add jobs to another queue whose Worker was idle),
+  and the process ends with 0 after a round that found nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..worker.listeners import WorkerListener
+from ..worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+#: A child's exit status that asks its supervisor for a fresh process (EX_TEMPFAIL: not a failure).
+RECYCLE_STATUS = 75
+
+#: A child's exit status when it could not start (its setup or its Workers raised): restarting
+#: it would fail the same way, so the supervisor stops.
+BOOT_FAILED_STATUS = 76
+
+#: The status of a stop forced by a second signal.
+FORCED_STATUS = 1
+
+#: How often the main thread looks at memory and at its Workers when nothing woke it.
+WATCH_S = 0.5
+
+
+class SignalInbox:
+    """Signals recorded by their handlers and a socket that wakes ``wait()`` when one comes.
+
+    The handler appends the signal number to a list and the interpreter writes a byte to the
+    wakeup socket (``signal.set_wakeup_fd``), so the main thread sleeping in ``wait`` wakes at
+    once, with no polling and no lock taken in a handler. ``poke()`` wakes it from any thread.
+    Install and restore from the main thread only (signal handlers live there)."""
+
+    def __init__(self, handled: Iterable[int], ignored: Iterable[int] = ()) -> None:
+        self.handled = tuple(handled)
+        self.ignored = tuple(ignored)
+        self.count = 0
+        self._received: list[int] = []
+        self._reader, self._writer = socket.socketpair()
+        for end in (self._reader, self._writer):
+            end.setblocking(False)
+        self._previous: dict[int, Any] = {}
+        self._previous_fd: int | None = None
+
+    def _record(self, signum: int, _frame: object) -> None:
+        self.count += 1
+        self._received.append(signum)
+
+    def install(self) -> SignalInbox:
+        for signum in (*self.handled, *self.ignored):
+            self._previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._record if signum in self.handled else signal.SIG_IGN)
+        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        return self
+
+    def take(self) -> list[int]:
+        """The signals received since the last call, oldest first."""
+        received, self._received = self._received, []
+        return received
+
+    def give(self, signums: Iterable[int]) -> None:
+        """Count ``signums`` as received (a forked child keeps what reached it before its own
+        handlers were in place)."""
+        for signum in signums:
+            if signum in self.handled:
+                self._record(signum, None)
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until a signal, a ``poke`` or ``timeout`` seconds."""
+        if self._received:
+            return
+        readable, _, _ = select.select([self._reader], [], [], max(0.0, timeout))
+        if readable:
+            try:
+                while self._reader.recv(4096):
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
+
+    def poke(self) -> None:
+        with contextlib.suppress(OSError):  # a full buffer already holds a wake-up; a closed one has no waiter
+            self._writer.send(b"\0")
+
+    def restore(self) -> None:
+        """Put back the handlers and wakeup fd found at ``install`` and close the sockets."""
+        if self._previous_fd is not None:
+            signal.set_wakeup_fd(self._previous_fd)
+            self._previous_fd = None
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+        self.close()
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+
+class RecycleWatch(WorkerListener):
+    """``--max-jobs-per-child`` and ``--max-memory-per-child``, told by the Workers: counts the
+    jobs this process starts, measures its memory after each job, and once either limit is
+    passed records why (``reason``) and wakes the main thread to recycle the process. Jobs
+    taken meanwhile finish before it goes. The main thread measures memory between jobs too."""
+
+    def __init__(self, max_jobs: int | None, max_memory_mib: int | None, wake: Callable[[], None]) -> None:
+        self.max_jobs = max_jobs
+        self.max_memory_mib = max_memory_mib
+        self.started = 0
+        self.reason: str | None = None
+        self._wake = wake
+        self._lock = threading.Lock()
+
+    def _due(self, reason: str) -> None:
+        with self._lock:
+            first = self.reason is None
+            if first:
+                self.reason = reason
+        if first:
+            self._wake()
+
+    def on_active(self, job: Any) -> None:
+        with self._lock:
+            self.started += 1
+            reached = self.started == self.max_jobs
+        if reached:
+            self._due(f"started {self.max_jobs} job(s) (--max-jobs-per-child)")
+
+    def check_memory(self) -> None:
+        if self.max_memory_mib is not None and self.reason is None:
+            used = rss_mib()
+            if used > self.max_memory_mib:
+                self._due(f"uses {used:.0f} MiB, over --max-memory-per-child {self.max_memory_mib}")
+
+    def on_completed(self, job: Any, result: Any, *, duration_ms: float) -> None:
+        self.check_memory()
+
+    def on_failed(self, job: Any, error: BaseException, *, duration_ms: float, final: bool,
+                  retry_delay_ms: int | None) -> None:
+        self.check_memory()
+
+
+def rss_mib() -> float:
+    """This process's resident memory in MiB (Linux: ``/proc/self/statm``; elsewhere the peak
+    from ``getrusage``, which only grows, so a recycle still happens once the limit is passed)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            resident_pages = int(statm.read().split()[1])
+        return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource  # POSIX only, hence here
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+#: Builds this process's Workers, one per queue, with the listeners given.
+WorkerFactory = Callable[[Sequence[WorkerListener]], list[Worker]]
+
+
+class WorkerProcess:
+    """The Workers of one process and the watch over them (see the module doc)."""
+
+    def __init__(self, build: WorkerFactory, inbox: SignalInbox, *, burst: bool, shutdown_timeout: float,
+                 max_jobs: int | None, max_memory_mib: int | None) -> None:
+        self._build = build
+        self.inbox = inbox
+        self.burst = burst
+        self.shutdown_timeout = shutdown_timeout
+        self.recycle = RecycleWatch(max_jobs, max_memory_mib, inbox.poke) if max_jobs or max_memory_mib else None
+
+    def build(self) -> list[Worker]:
+        return self._build([self.recycle] if self.recycle else [])
+
+    def serve(self, workers: list[Worker]) -> int:
+        """Run ``workers`` (built by ``build``) until a signal, a recycle, or an idle burst
+        round; return the process's exit status."""
+        while True:
+            finished, status = self._watch(workers, self._start(workers))
+            if status is not None:
+                return status
+            if not self.burst or finished == 0:
+                return 0  # a burst round that found nothing: every queue was idle at once
+            log.debug("burst round finished %d job(s); another round", finished)
+            workers = self.build()
+
+    def _start(self, workers: list[Worker]) -> list[threading.Thread]:
+        threads = []
+        for worker in workers:
+            thread = threading.Thread(target=self._run, args=(worker,), name=f"echomq-run-{worker.queue_name}",
+                                      daemon=True)
+            thread.start()
+            threads.append(thread)
+        return threads
+
+    def _run(self, worker: Worker) -> None:
+        try:
+            worker.run(burst=self.burst)
+        except Exception as exc:  # noqa: BLE001 - the thread's top: what ends run() ends the process
+            worker.failure = exc
+            log.error("worker for queue %r stopped: %s", worker.queue_name, exc)
+        finally:
+            self.inbox.poke()
+
+    def _watch(self, workers: list[Worker], threads: list[threading.Thread]) -> tuple[int, int | None]:
+        """Wait until the round ends by itself (jobs finished, None) or is ended (a status)."""
+        while True:
+            if self.inbox.take():
+                return 0, self._close(workers, threads, "stopping on signal", 0)
+            if self.recycle is not None:
+                self.recycle.check_memory()
+                if self.recycle.reason is not None:
+                    return 0, self._close(workers, threads, f"{self.recycle.reason}: recycling", RECYCLE_STATUS)
+            if any(worker.failure is not None for worker in workers):
+                return 0, self._close(workers, threads, "a worker stopped with an error", 1)
+            if not any(thread.is_alive() for thread in threads):
+                return sum(worker.processed for worker in workers), None
+            self.inbox.wait(WATCH_S)
+
+    def _close(self, workers: list[Worker], threads: list[threading.Thread], reason: str, status: int) -> int:
+        """Close every Worker at once, each within the shutdown timeout. A second signal (this
+        process's second, counting the one that began the stop) ends it at once with
+        FORCED_STATUS; the first one during a recycle changes nothing, the stop is under way."""
+        log.info("worker process %d %s (closing %d worker(s), up to %s s)", os.getpid(), reason, len(workers),
+                 f"{self.shutdown_timeout:g}")
+        closers = [threading.Thread(target=worker.close, args=(self.shutdown_timeout,), daemon=True,
+                                    name=f"echomq-close-{worker.queue_name}") for worker in workers]
+        for closer in closers:
+            closer.start()
+        while any(thread.is_alive() for thread in (*closers, *threads)):
+            self.inbox.take()
+            if self.inbox.count >= 2:  # the one that began this stop and another (a recycle began without)
+                running = sum(len(worker.locks.snapshot()) for worker in workers)
+                log.warning("worker process %d: second signal, stopping at once; %d running job(s) are left to "
+                            "the stalled check", os.getpid(), running)
+                return FORCED_STATUS
+            self.inbox.wait(0.1)
+        if any(worker.failure is not None for worker in workers) and status == 0:
+            return 1
+        return status

@@ -1,0 +1,195 @@
+"""``echomq worker --processes N``: a parent that forks N worker processes and keeps them running.
+
+The parent holds no thread, no Redis connection and no Worker: it forks, waits for signals and
+for its children's deaths (SIGCHLD wakes it through the same ``SignalInbox`` the workers use),
+and decides. Each child makes every connection of its own after the fork (``child`` builds its
+Workers there; a ``JobRegistry`` builds its client once per process), so no socket is shared.
+
+* A child that dies (killed, crashed, or exited unasked) is replaced after an exponential
+  backoff, ``RESTART_BASE_S`` doubling per death in a row up to ``RESTART_CAP_S``, with a log
+  line; a child that had lived ``HEALTHY_S`` starts the count afresh.
+* A child that ends with ``RECYCLE_STATUS`` (``--max-jobs-per-child``, ``--max-memory-per-child``)
+  closed gracefully and is replaced at once.
+* With ``--burst`` a child that ends with 0 found its queues idle; it is not replaced, and the
+  parent exits 0 once every child has.
+* The first SIGTERM or SIGINT sends SIGTERM to every child (each closes its Workers within
+  ``--shutdown-timeout``; a child still there ``STOP_MARGIN_S`` later is killed) and the parent
+  exits 0 once they are gone. A second signal kills them at once (exit 1): their running jobs
+  stay active and the stalled check of any worker hands them out again. The children ignore
+  SIGINT, so a terminal's Ctrl-C, sent to the whole process group, reaches them through the
+  parent only.
+* A child that could not start (``BOOT_FAILED_STATUS``) would fail again: the parent stops them
+  all and exits 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .serving import BOOT_FAILED_STATUS, FORCED_STATUS, RECYCLE_STATUS, SignalInbox
+
+log = logging.getLogger(__name__)
+
+#: The first restart delay after a death, doubled for each further death in a row.
+RESTART_BASE_S = 1.0
+#: The longest restart delay.
+RESTART_CAP_S = 30.0
+#: A child that lived this long before dying was healthy: its slot's backoff starts again.
+HEALTHY_S = 60.0
+#: How long past ``--shutdown-timeout`` a stopping child may take before it is killed (a Worker's
+#: close returns within about a second past its timeout, docs/worker.md).
+STOP_MARGIN_S = 3.0
+
+#: Runs in a forked child and returns its exit status (it must never return into the parent's code).
+ChildMain = Callable[[SignalInbox], int]
+
+
+@dataclass
+class _Slot:
+    """One of the N places a child runs in: its deaths in a row and when it may start again."""
+
+    index: int
+    deaths: int = 0
+    started_at: float = 0.0
+    restart_at: float | None = None
+
+
+def describe_status(code: int) -> str:
+    """A child's ``os.waitstatus_to_exitcode`` for a log line."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class Supervisor:
+    """Forks ``processes`` children running ``child`` and keeps them running (see the module doc)."""
+
+    def __init__(self, processes: int, child: ChildMain, *, shutdown_timeout: float, burst: bool) -> None:
+        self.processes = processes
+        self.child = child
+        self.shutdown_timeout = shutdown_timeout
+        self.burst = burst
+        self.slots = [_Slot(index) for index in range(processes)]
+        self.children: dict[int, _Slot] = {}
+        self.inbox = SignalInbox((signal.SIGTERM, signal.SIGINT, signal.SIGCHLD))
+        self.stopping = False
+        self.kill_at: float | None = None
+        self.status = 0
+
+    def run(self) -> int:
+        """Start the children and supervise them until they are all gone; the exit status."""
+        self.inbox.install()
+        try:
+            for slot in self.slots:
+                self._spawn(slot)
+            while self.children or any(slot.restart_at is not None for slot in self.slots):
+                self.inbox.wait(self._next_wake())
+                for signum in self.inbox.take():
+                    if signum != signal.SIGCHLD:
+                        self._on_stop_signal(signum)
+                self._reap()
+                self._restart_due()
+                if self.kill_at is not None and time.monotonic() >= self.kill_at and self.children:
+                    log.warning("worker process(es) %s still running %s s after the stop; killing them",
+                                ", ".join(map(str, self.children)), f"{self.shutdown_timeout + STOP_MARGIN_S:g}")
+                    self._signal_children(signal.SIGKILL)
+                    self.kill_at = None
+        finally:
+            self.inbox.restore()
+        return self.status
+
+    def _next_wake(self) -> float:
+        now = time.monotonic()
+        due = [slot.restart_at for slot in self.slots if slot.restart_at is not None]
+        if self.kill_at is not None:
+            due.append(self.kill_at)
+        return min([1.0, *(max(0.0, when - now) for when in due)])
+
+    def _spawn(self, slot: _Slot) -> None:
+        slot.restart_at = None
+        slot.started_at = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: run, then leave without ever returning into the parent's stack
+            status = 1
+            try:
+                status = self.child(self.inbox)
+            except BaseException:  # whatever ends the child is logged; its status says it died
+                log.exception("worker process %d failed", os.getpid())
+            finally:
+                for handler in logging.getLogger().handlers:
+                    handler.flush()
+                os._exit(status)
+        self.children[pid] = slot
+
+    def _on_stop_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if not self.stopping:
+            self._begin_stop(f"{name}: stopping {len(self.children)} worker process(es) within "
+                             f"{self.shutdown_timeout:g} s")
+            return
+        log.warning("second %s: killing %d worker process(es) at once; their running jobs are left to the "
+                    "stalled check", name, len(self.children))
+        self._signal_children(signal.SIGKILL)
+        self.kill_at = None
+        self.status = FORCED_STATUS
+
+    def _begin_stop(self, message: str) -> None:
+        log.info(message)
+        self.stopping = True
+        for slot in self.slots:
+            slot.restart_at = None
+        self._signal_children(signal.SIGTERM)
+        self.kill_at = time.monotonic() + self.shutdown_timeout + STOP_MARGIN_S
+
+    def _signal_children(self, signum: int) -> None:
+        for pid in self.children:
+            with contextlib.suppress(ProcessLookupError):  # died meanwhile: the next reap collects it
+                os.kill(pid, signum)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, wait_status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = self.children.pop(pid, None)
+            if slot is not None:
+                self._child_ended(pid, slot, os.waitstatus_to_exitcode(wait_status))
+
+    def _child_ended(self, pid: int, slot: _Slot, code: int) -> None:
+        if self.stopping:
+            log.debug("worker process %d %s", pid, describe_status(code))
+        elif code == RECYCLE_STATUS:
+            log.info("worker process %d was recycled; starting a new one", pid)
+            self._spawn(slot)
+        elif self.burst and code == 0:
+            log.info("worker process %d finished: its queues are idle", pid)
+        elif code == BOOT_FAILED_STATUS:
+            self.status = 1
+            self._begin_stop(f"worker process {pid} could not start; stopping the others")
+        else:
+            lived = time.monotonic() - slot.started_at
+            slot.deaths = 1 if lived >= HEALTHY_S else slot.deaths + 1
+            delay = min(RESTART_CAP_S, RESTART_BASE_S * 2 ** (slot.deaths - 1))
+            log.warning("worker process %d %s after %.1f s; starting another in %.1f s", pid,
+                        describe_status(code), lived, delay)
+            slot.restart_at = time.monotonic() + delay
+
+    def _restart_due(self) -> None:
+        if self.stopping:
+            return
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.restart_at is not None and slot.restart_at <= now:
+                self._spawn(slot)
