@@ -3,7 +3,8 @@ imported, and every reader of a job hash or an event copes with what any runtime
 
 The first part reads the package's source: no pickle-like decoder, no eval/exec/compile, no
 import of a module a string names (the modules that use importlib take the names from
-literal tables of their own and are listed with the reason). The rest feeds the protocol's
+literal tables of their own, or from the operator's own command line, and are listed with the
+reason). The rest feeds the protocol's
 readers what a broken or hostile producer could write.
 """
 
@@ -33,10 +34,13 @@ FORBIDDEN_MODULES = frozenset({
 })
 #: Builtins that run or import what a string says.
 FORBIDDEN_CALLS = frozenset({"eval", "exec", "compile", "__import__"})
-#: importlib, allowed only where the module names come from a literal table in the same module.
+#: importlib, allowed only where the module names come from a literal table in the same module
+#: or from the command line the operator typed.
 IMPORTLIB_ALLOWED = {
     "echomq/__init__.py": "lazy public names: the module comes from the literal _EXPORTS table",
     "echomq/_legacy.py": "old import paths: the target comes from the literal LEGACY_PATHS table",
+    "echomq/cli/worker.py": "`echomq worker --processor/--app MODULE:NAME` imports the module the operator typed "
+                            "on the command line (never a name read from Redis): loading it is the command's job",
     "echomq/testing/__init__.py": "lazy public names: the module comes from the literal _EXPORTS table",
 }
 

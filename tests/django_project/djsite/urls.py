@@ -1,0 +1,8 @@
+from django.urls import path
+from echoshop import views
+
+urlpatterns = [
+    path("orders/", views.place_order),
+    path("orders/<int:order_id>/", views.order_detail),
+    path("ping/", views.ping),
+]
