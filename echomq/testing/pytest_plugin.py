@@ -39,6 +39,10 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The FakeClock's start unless a marker says otherwise: a fixed instant, never today.
 DEFAULT_CLOCK_START = "2030-01-01T00:00:00+00:00"
 
+#: What the fakeredis fixtures say when fakeredis is not installed.
+MISSING_FAKEREDIS = ("fakeredis is not installed: pip install 'echomq[testing]' "
+                     "(or run on a real Redis: --echomq-backend=real)")
+
 REAL_MARKER = "echomq_real_redis"
 CLOCK_MARKER = "echomq_clock"
 
@@ -86,8 +90,10 @@ def echomq_connection(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
             pytest.fail(f"echomq_connection: no real Redis at {url} ({exc}); start one or set --echomq-redis-url",
                         pytrace=False)
     else:
-        import fakeredis
-
+        try:
+            import fakeredis
+        except ImportError:  # not an install requirement: it comes with the testing extra
+            pytest.fail(f"echomq_connection: {MISSING_FAKEREDIS}", pytrace=False)
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     yield client
     client.close()

@@ -138,7 +138,10 @@ def checkout(pool: Any) -> Any:
 
 
 def is_fake(connection: redis.Redis) -> bool:
-    """True for a fakeredis client: some server-side facilities (CLIENT UNBLOCK ...) are absent."""
+    """True for a fakeredis client: some server-side facilities (CLIENT UNBLOCK ...) are absent.
+
+    Told by the client's module name, never by importing fakeredis: it is an extra
+    (``echomq[testing]``), absent from a production install."""
     return type(connection).__module__.startswith("fakeredis")
 
 
