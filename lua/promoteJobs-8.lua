@@ -15,28 +15,13 @@
 
   Events: capped "waiting" (jobId, prev=delayed) per job, the earliest due first.
 ]]
--- @include "getOrSetMaxEvents"
--- @include "isQueuePausedOrMaxed"
--- @include "requeueJob"
+-- @include "requeueSetMembers"
 local prefix = ARGV[1]
 local count = tonumber(ARGV[2])
 if not count or count < 1 then
   return redis.error_reply("ERR promoteJobs: count must be an integer >= 1, got " .. tostring(ARGV[2]))
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "+inf", "LIMIT", 0, ARGV[2])
-if #ids == 0 then
-  return {0, 0}
-end
-local q = {wait = KEYS[2], prioritized = KEYS[3], pc = KEYS[4], marker = KEYS[7], events = KEYS[8]}
-local pausedOrMaxed = isQueuePausedOrMaxed(KEYS[5], KEYS[6])
-local maxEvents = getOrSetMaxEvents(KEYS[5])
-local promoted = 0
-for _, jobId in ipairs(ids) do
-  redis.call("ZREM", KEYS[1], jobId)
-  local jobKey = prefix .. jobId
-  if redis.call("EXISTS", jobKey) == 1 then
-    requeueJob(q, jobKey, jobId, "delayed", {}, pausedOrMaxed, maxEvents)
-    promoted = promoted + 1
-  end
-end
-return {#ids, promoted}
+local q = {wait = KEYS[2], prioritized = KEYS[3], pc = KEYS[4], meta = KEYS[5], active = KEYS[6],
+  marker = KEYS[7], events = KEYS[8]}
+return requeueSetMembers(KEYS[1], ids, prefix, "delayed", q)

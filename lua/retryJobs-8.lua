@@ -16,9 +16,7 @@
 
   Events: capped "waiting" (jobId, prev=<state>) per job, oldest first.
 ]]
--- @include "getOrSetMaxEvents"
--- @include "isQueuePausedOrMaxed"
--- @include "requeueJob"
+-- @include "requeueSetMembers"
 local prefix, state = ARGV[1], ARGV[2]
 local count = tonumber(ARGV[3])
 if state ~= "completed" and state ~= "failed" then
@@ -28,19 +26,6 @@ if not count or count < 1 then
   return redis.error_reply("ERR retryJobs: count must be an integer >= 1, got " .. tostring(ARGV[3]))
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], 0, ARGV[4], "LIMIT", 0, ARGV[3])
-if #ids == 0 then
-  return {0, 0}
-end
-local q = {wait = KEYS[2], prioritized = KEYS[3], pc = KEYS[4], marker = KEYS[7], events = KEYS[8]}
-local pausedOrMaxed = isQueuePausedOrMaxed(KEYS[5], KEYS[6])
-local maxEvents = getOrSetMaxEvents(KEYS[5])
-local retried = 0
-for _, jobId in ipairs(ids) do
-  redis.call("ZREM", KEYS[1], jobId)
-  local jobKey = prefix .. jobId
-  if redis.call("EXISTS", jobKey) == 1 then
-    requeueJob(q, jobKey, jobId, state, {}, pausedOrMaxed, maxEvents)
-    retried = retried + 1
-  end
-end
-return {#ids, retried}
+local q = {wait = KEYS[2], prioritized = KEYS[3], pc = KEYS[4], meta = KEYS[5], active = KEYS[6],
+  marker = KEYS[7], events = KEYS[8]}
+return requeueSetMembers(KEYS[1], ids, prefix, state, q)

@@ -18,9 +18,9 @@ from ..errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from ..protocol.keys import names_queue_key
 from ..protocol.states import STATES, canonical_state
 from ..queue import Job, Queue
-from .options import add_queue_options, positive_int, printable
+from .options import add_queue_options, non_negative_int, positive_int, printable
 from .output import cell, iso_utc, json_text, write_fields, write_json, write_table
-from .queue_ops import non_negative_int, opened_queue, require_queue, require_yes
+from .queue_ops import opened_queue, require_queue, require_yes
 
 LIST_COLUMNS = ("ID", "NAME", "ATTEMPTS", "CREATED (UTC)", "FINISHED (UTC)", "DATA", "DETAIL")
 

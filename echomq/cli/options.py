@@ -45,15 +45,24 @@ def printable(text: str) -> str:
     return text if text.isprintable() else json.dumps(text)
 
 
-def positive_int(text: str) -> int:
-    """An argparse ``type=`` for counts that must be at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=`` for an integer of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {minimum}")
+        return value
+
+    return parse
+
+
+#: Counts that must be at least 1, and offsets or limits where 0 means "none" or "all".
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
 
 
 def add_queue_options(parser: argparse.ArgumentParser, *, json_output: bool = False) -> None:

@@ -20,7 +20,7 @@ from ..errors import InvalidInputError, InvalidStateError, NotFoundError, Permis
 from ..protocol.keys import SUFFIXES
 from ..protocol.states import CLEANABLE, COUNTED, canonical_state
 from ..queue import Queue
-from .options import add_queue_options, open_client
+from .options import add_queue_options, non_negative_int, open_client
 from .output import cell, write_fields, write_json, write_table
 
 #: Milliseconds per unit of a ``--grace`` duration (``ms`` before ``m`` and ``s`` in the pattern).
@@ -38,16 +38,6 @@ def duration_ms(text: str) -> int:
     if not parts or "".join(number + unit for number, unit in parts) != spec:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration: milliseconds, or e.g. 30s, 5m, 1h, 2d, 1h30m")
     return sum(int(number) * _UNIT_MS[unit] for number, unit in parts)
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
 
 
 def cleanable_state(text: str) -> str:

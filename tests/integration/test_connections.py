@@ -4,6 +4,9 @@ URL; a client the caller passed in stays open. Dedicated clients keep their own 
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import redis
 
 from echomq import JobScheduler, Queue, QueueEvents, Worker
@@ -12,8 +15,33 @@ from echomq.transport.connection import close_client, dedicated_client
 from support.workers import wait_until
 
 
+def _own_ports() -> set[int]:
+    """The local TCP ports of this process's sockets (Linux /proc): a connection the server
+    lists from one of them is this test process's, not a subprocess's still shutting down."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def connected(client: redis.Redis) -> int:
-    return len(client.client_list())
+    """Connections the server has from this process (other tests' subprocesses may linger)."""
+    clients = client.client_list()
+    addrs = [str(c.get("addr", "")) for c in clients]
+    if not all(addr.rpartition(":")[2].isdigit() for addr in addrs):
+        return len(clients)  # fakeredis lists no client ports: every connection counts
+    ports = _own_ports()
+    return sum(1 for addr in addrs if int(addr.rpartition(":")[2]) in ports)
 
 
 def settles_at(client: redis.Redis, count: int) -> bool:
@@ -63,7 +91,7 @@ def test_components_built_from_a_url_close_every_connection(server_url: str, url
     assert connected(url_connection) > baseline
     for component in (worker, events, schedules, queue):
         component.close()
-    assert settles_at(url_connection, baseline)
+    assert settles_at(url_connection, baseline), url_connection.client_list()
 
 
 def test_a_dedicated_client_keeps_its_own_timeout(connection: redis.Redis) -> None:
