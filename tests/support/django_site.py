@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -21,16 +20,14 @@ import redis
 
 from echomq.protocol.keys import QueueKeys
 
+from support import workers
+
 PROJECT = Path(__file__).resolve().parents[1] / "django_project"
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    """``support.workers.wait_until`` with the longer patience a subprocess needs."""
+    return bool(workers.wait_until(predicate, timeout, interval))
 
 
 def manage(*argv: str, env: Mapping[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

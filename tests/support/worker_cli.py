@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import redis
 
 from echomq import Queue
 
+from support import workers
 from support.sample_jobs import results_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,12 +39,8 @@ def add_jobs(client: redis.Redis, queue: str, count: int, name: str = "record", 
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 20.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    """``support.workers.wait_until`` with the longer patience a subprocess needs."""
+    return bool(workers.wait_until(predicate, timeout, interval))
 
 
 #: How the subprocess runs the command: ``python -m echomq worker``.
