@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "WaitingChildrenError": "errors",
     "JobFailedError": "errors",
     "JobWaitTimeoutError": "errors",
+    "ReplicationError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
     "Subscriber": "types",
@@ -110,6 +111,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
         LockError,
         NotFoundError,
         PermissionDeniedError,
+        ReplicationError,
         SchedulerConflictError,
         SchedulerNotFoundError,
         ScriptError,

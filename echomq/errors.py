@@ -112,6 +112,23 @@ class JobWaitTimeoutError(EchoMQError, TimeoutError):
         self.timeout = timeout
 
 
+class ReplicationError(EchoMQError):
+    """Fewer replicas than a Queue's ``wait_replicas`` acknowledged an add within its
+    ``wait_timeout_ms``. The jobs (``job_ids``) are written on the master and will run; they
+    could be lost if the master failed over before a replica got them (docs/deployment.md)."""
+
+    def __init__(self, operation: str, job_ids: Sequence[str], acknowledged: int, required: int,
+                 timeout_ms: int) -> None:
+        shown = ", ".join(map(repr, job_ids[:5])) + (f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else "")
+        super().__init__(
+            f"{operation}: job(s) {shown} are written on the master, but only {acknowledged} of {required} "
+            f"replica(s) acknowledged them within {timeout_ms} ms: a failover now could lose them")
+        self.job_ids = tuple(job_ids)
+        self.acknowledged = acknowledged
+        self.required = required
+        self.timeout_ms = timeout_ms
+
+
 class UnrecoverableError(Exception):
     """Raise inside a processor to fail the job at once, whatever attempts are left."""
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import redis
+from redis.exceptions import MovedError
 
 from .._version import __version__
 from ..errors import EchoMQError, NotFoundError
@@ -64,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except redis.AuthenticationError as exc:
         return _fail(f"{command}: Redis at {where} refused the login: {exc}", 1)
+    except MovedError as exc:  # a plain URL of one node of a Redis Cluster (docs/deployment.md)
+        return _fail(f"{command}: Redis at {where} is a node of a Redis Cluster and slot {exc.slot_id} of the "
+                     f"queue is served by {exc.host}:{exc.port} (MOVED): give --cluster or a redis+cluster:// URL", 1)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         return _fail(f"{command}: cannot reach Redis at {where}: {exc}", 1)
     except redis.RedisError as exc:

@@ -1,7 +1,9 @@
 """The options every command that talks to a queue shares, declared once.
 
-``--redis`` (default ``$REDIS_URL``, else the local server), ``--prefix`` and ``--queue``,
-plus ``--json`` for commands that print records. Each is checked as argparse parses it (a
+``--redis`` (default ``$REDIS_URL``, else the local server; any URL of docs/deployment.md:
+``redis+cluster://``, ``redis+sentinel://``...), ``--cluster`` (the ``redis://`` URL names a
+startup node of a Redis Cluster), ``--prefix`` and ``--queue``, plus ``--json`` for commands
+that print records. Each is checked as argparse parses it (a
 ``type=``), so a bad one is a usage error naming the option, before anything connects.
 """
 
@@ -14,10 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from ..errors import InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, validate_prefix, validate_queue_name
-from ..transport.connection import resolve_connection
+from ..transport.urls import check_url, open_url, scheme_of
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -36,7 +39,7 @@ def checked(check: Callable[[Any], Any], name: str) -> Callable[[str], str]:
 
 
 def _redis_url(text: str) -> None:
-    resolve_connection(text).close()  # parses the URL; connects nothing
+    check_url(text)  # parses the URL; connects nothing
 
 
 def printable(text: str) -> str:
@@ -76,11 +79,29 @@ def add_queue_options(parser: argparse.ArgumentParser, *, json_output: bool = Fa
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     """``--redis`` and ``--prefix``, for a command that names its queues its own way."""
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", DEFAULT_URL),
-                        type=checked(_redis_url, "Redis URL"), help="Redis URL (default: $REDIS_URL or %(default)s)")
+                        type=checked(_redis_url, "Redis URL"), help="Redis URL (default: $REDIS_URL or %(default)s); "
+                        "redis+cluster://host:port[,host:port] for a Redis Cluster, "
+                        "redis+sentinel://host:port[,host:port]/SERVICE for a master watched by Sentinel")
+    parser.add_argument("--cluster", action="store_true",
+                        help="--redis names a startup node of a Redis Cluster (as redis+cluster:// would)")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, type=checked(validate_prefix, "prefix"),
                         help="key prefix (default: %(default)s)")
 
 
-def open_client(args: argparse.Namespace) -> redis.Redis:
-    """A client on ``--redis``; the command closes it when done."""
-    return redis.Redis.from_url(args.redis)
+def connection_url(args: argparse.Namespace) -> str:
+    """``--redis`` as the URL it means: with ``--cluster``, ``redis://`` (``rediss://``) becomes
+    ``redis+cluster://`` (``rediss+cluster://``)."""
+    url: str = args.redis
+    if getattr(args, "cluster", False) and scheme_of(url) in ("redis", "rediss"):
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}+cluster://{rest}"
+    return url
+
+
+def open_client(args: argparse.Namespace) -> Any:  # redis.Redis | RedisCluster (callers annotate redis.Redis)
+    """A client on ``--redis`` (a cluster client on a cluster URL or with ``--cluster``: it
+    connects to learn the slots); the command closes it when done. A component given a cluster
+    client talks to the master of its queue's slot (``echomq workers`` lists that node's
+    clients: docs/deployment.md)."""
+    client: redis.Redis | RedisCluster = open_url(connection_url(args))[0]
+    return client

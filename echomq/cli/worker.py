@@ -34,12 +34,13 @@ from ..errors import EchoMQError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, validate_queue_name
 from ..registry import JobRegistry
 from ..transport.connection import redact_url, without_retries
+from ..transport.urls import open_url
 from ..types import Processor
 from ..worker.listeners import WorkerListener
 from ..worker.options import WorkerOptions
 from ..worker.worker import Worker
 from .logformat import FORMATS, LEVELS, configure_logging
-from .options import add_connection_options, checked, positive_int
+from .options import add_connection_options, checked, connection_url, positive_int
 from .serving import BOOT_FAILED_STATUS, SignalInbox, WorkerProcess
 from .supervisor import Supervisor
 
@@ -167,7 +168,7 @@ def load_object(spec: str, option: str) -> object:
 
 def _plan(args: argparse.Namespace, registry: JobRegistry | None) -> _Plan:
     processor: Processor | None = None
-    url: str | None = getattr(args, "redis", None)
+    url: str | None = connection_url(args) if getattr(args, "redis", None) else None
     if registry is None and getattr(args, "app", None):
         found = load_object(args.app, "--app")
         if not isinstance(found, JobRegistry):
@@ -204,7 +205,7 @@ def _plan(args: argparse.Namespace, registry: JobRegistry | None) -> _Plan:
     return _Plan(queues, registry, processor, url, prefix, options)
 
 
-def _server(plan: _Plan, client: redis.Redis) -> str:
+def _server(plan: _Plan, client: Any) -> str:
     if plan.url is not None and plan.registry is None:
         return redact_url(plan.url)
     kwargs = client.connection_pool.connection_kwargs
@@ -217,12 +218,17 @@ def _check_redis(plan: _Plan, *, keep: bool) -> str:
     """PING the server before anything starts; return where it is, for the start-up line.
     ``keep=False`` (a supervisor) leaves no connection open in this process for its children to
     inherit (a registry's own client is closed; a caller's client stays the caller's)."""
+    client: Any
     if plan.registry is not None:
         client = plan.registry.connection()
+        where = _server(plan, client)
     else:
         assert plan.url is not None
-        client = redis.Redis.from_url(plan.url, socket_connect_timeout=CONNECT_TIMEOUT_S, **without_retries())
-    where = _server(plan, client)
+        where = _server(plan, None)
+        try:  # a cluster URL connects here to learn the slots: the same errors as a PING
+            client, close_url = open_url(plan.url, socket_connect_timeout=CONNECT_TIMEOUT_S, **without_retries())
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            raise StartupError(f"cannot reach Redis at {where}: {exc}") from None
     try:
         client.ping()
     except redis.AuthenticationError as exc:
@@ -233,7 +239,7 @@ def _check_redis(plan: _Plan, *, keep: bool) -> str:
         raise StartupError(f"Redis at {where} answered with an error: {exc}") from None
     finally:
         if plan.registry is None:
-            client.close()
+            close_url()
         elif not keep:
             plan.registry.close()
     return where

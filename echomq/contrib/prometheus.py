@@ -27,7 +27,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import redis
 
 from ..errors import EchoMQError, InvalidInputError
-from ..protocol.keys import DEFAULT_PREFIX
+from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.states import COUNTED
 from ..queue.queue import Queue
 from ..transport.connection import Connection, Connections
@@ -137,7 +137,9 @@ class QueueStateCollector(Collector):
         if len(set(names)) != len(names):
             raise InvalidInputError(f"QueueStateCollector: queues={names!r} names a queue twice")
         self._connections = Connections(connection)
-        self._queues = [Queue(self._connections.client, name, prefix=prefix) for name in names]  # checks each name
+        # One client per queue's slot on a Redis Cluster (the same client on one Redis).
+        self._queues = [Queue(self._connections.routed(QueueKeys(name, prefix).meta), name, prefix=prefix)
+                        for name in names]  # QueueKeys checks each name
         self._namespace = namespace
         self._up: dict[str, bool] = {}
         self._lock = threading.Lock()

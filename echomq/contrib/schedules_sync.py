@@ -27,7 +27,7 @@ from typing import Any, Literal
 from ..clock import system_clock
 from ..errors import InvalidInputError, InvalidScheduleError
 from ..protocol.codec import encode_json
-from ..protocol.keys import validate_prefix, validate_queue_name
+from ..protocol.keys import QueueKeys, validate_prefix, validate_queue_name
 from ..protocol.options import dumps_json, validate_job_name
 from ..schedule.records import SchedulerRecord
 from ..schedule.scheduler import JobScheduler, validate_scheduler_id
@@ -168,7 +168,8 @@ def sync_schedules(connection: Connection, prefix: str, declared: Mapping[str, M
     queue_names = list(dict.fromkeys([*(s.queue for s in schedules), *(validate_queue_name(q) for q in queues)]))
     connections = Connections(connection)
     try:
-        schedulers = {name: JobScheduler(connections.client, name, prefix=prefix, clock=clock) for name in queue_names}
+        schedulers = {name: JobScheduler(connections.routed(QueueKeys(name, prefix).meta), name, prefix=prefix,
+                                         clock=clock) for name in queue_names}  # routed: per slot on a cluster
         for schedule in schedules:
             problem = schedulers[schedule.queue].data_limits.problem(dumps_json(schedule.data or {}, "data"))
             if problem is not None:

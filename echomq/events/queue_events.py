@@ -73,7 +73,7 @@ class QueueEvents:
         self.block_ms = check_block_ms(block_ms)
         self.count = check_count(count)
         check_handler(handler)
-        self._connections = Connections(connection)
+        self._connections = Connections(connection, route_key=self._keys.meta)
         self.queue_name = queue_name
         self.events_key = self._keys.events
 

@@ -5,6 +5,11 @@ The whole tree is validated and planned before anything is sent, then written in
 every node's add, then, for each parent, the release check (children that already existed and
 had completed leave no pending dependency, so such a parent moves on at once instead of
 waiting for children that will never finish).
+
+On a Redis Cluster one MULTI reaches one slot, so a flow whose nodes live in queues of
+different slots is refused, before anything is written, naming each queue and its slot
+(docs/deployment.md, "Flows on a cluster"); a flow within one queue (or queues that share a
+slot) stays one atomic MULTI there too.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import redis
 
 from ..errors import InvalidInputError
 from ..transport.calls import run_script
+from ..transport.cluster import key_slot, routed_slot
 from ..transport.scripts import script
 from .enqueue import AddCall, AddPlanner, check_add_result, job_spec
 from .job import Job
@@ -37,6 +43,7 @@ def add_flow(client: redis.Redis, planner_for: Callable[[str], AddPlanner], queu
     plans: list[AddCall] = []
     root_planner = planner_for(queue_name)
     root = _plan_node(client, parent, children, None, root_planner, planner_for, plans)
+    _refuse_cross_slot(client, plans)
     if before_write is not None:
         before_write()
     pipe = client.pipeline(transaction=True)
@@ -52,6 +59,18 @@ def add_flow(client: redis.Redis, planner_for: Callable[[str], AddPlanner], queu
     for call, result in zip(plans, results):
         check_add_result(result, call)
     return root
+
+
+def _refuse_cross_slot(client: redis.Redis, plans: Sequence[AddCall]) -> None:
+    """On a cluster, every node's queue must be in the slot the client is routed to."""
+    home = routed_slot(client)
+    if home is None:
+        return
+    slots = {call.queue_keys.queue_name: key_slot(client, call.queue_keys.meta) for call in plans}
+    if any(slot != home for slot in slots.values()):
+        where = ", ".join(f"{name!r} (slot {slot})" for name, slot in slots.items())
+        raise InvalidInputError(f"add_flow: on a Redis Cluster a flow is one MULTI, so all its queues must share "
+                                f"one slot; this flow spans {where}. Nothing was written (docs/deployment.md)")
 
 
 def _plan_node(client: redis.Redis, node: Mapping[str, Any], children: Sequence[Mapping[str, Any]] | None,

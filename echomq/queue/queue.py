@@ -27,6 +27,7 @@ from . import admin, edits, global_limits, metrics, operations
 from .enqueue import AddCall, AddPlanner, check_add_result, job_spec
 from .flows import add_flow
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
+from .replication import checked_replicas, confirm_replicas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -39,21 +40,25 @@ META_VERSION = f"echomq-python:{__version__}"
 class Queue:
     """Add jobs to a queue and manage them.
 
-    ``connection`` is a ``redis.Redis`` (or fakeredis) client or a ``redis://`` URL (then the
-    Queue owns the client and ``close()`` closes it). Options are snake_case (``job_id``,
-    ``delay``, ``priority``, ``attempts``, ``backoff``, ``remove_on_complete`` ...) and are
-    stored under the protocol's names. ``clock`` (epoch ms) stamps every timestamp the Queue
-    writes: job timestamps, delay due times, the clean cutoff. ``max_data_bytes`` (bytes of
-    JSON, default 16 MiB) and ``max_data_depth`` (nesting, default 512) bound every job's data,
-    flows included (``None``: no limit); data over them is refused with InvalidJobOptionsError
-    naming the limit, and nothing is written (``protocol.limits``).
+    ``connection`` is a ``redis.Redis`` (or fakeredis) client, a ``redis.cluster.RedisCluster``
+    or a URL (then the Queue owns the client and ``close()`` closes it; docs/deployment.md).
+    Options are snake_case (``job_id``, ``delay``, ``priority``, ``attempts``, ``backoff``,
+    ``remove_on_complete`` ...) and are stored under the protocol's names. ``clock`` (epoch ms)
+    stamps every timestamp the Queue writes: job timestamps, delay due times, the clean cutoff.
+    ``max_data_bytes`` (bytes of JSON, default 16 MiB) and ``max_data_depth`` (nesting, default
+    512) bound every job's data, flows included (``None``: no limit); data over them is refused
+    with InvalidJobOptionsError naming the limit, and nothing is written (``protocol.limits``).
+    ``wait_replicas`` (default 0: off) makes every add wait, up to ``wait_timeout_ms``, until
+    that many replicas hold it, and raise ReplicationError when fewer did (``queue.replication``,
+    docs/deployment.md).
     """
 
     def __init__(self, connection: Connection, queue_name: str | None = None, *, prefix: str = DEFAULT_PREFIX,
                  default_job_options: JobOptions | Mapping[str, Any] | None = None,
                  clock: Clock = system_clock, name: str | None = None,
                  max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
-                 max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH) -> None:
+                 max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
         if name is not None:
             if queue_name is not None:
                 raise InvalidInputError("Queue: give queue_name only (name is its old spelling)")
@@ -67,9 +72,10 @@ class Queue:
         self.prefix = prefix
         self.clock = clock
         self.data_limits = DataLimits.checked("Queue", max_data_bytes, max_data_depth)
+        self.wait_replicas, self.wait_timeout_ms = checked_replicas(wait_replicas, wait_timeout_ms)
         self._planner = AddPlanner(self.keys, default_job_options, clock=clock, limits=self.data_limits)
         self._planners = {queue_name: self._planner}
-        self._connections = Connections(connection)
+        self._connections = Connections(connection, route_key=self.keys.meta)
         self.client: redis.Redis = self._connections.client
         self._meta_written = False
 
@@ -119,7 +125,9 @@ class Queue:
         [reply] = run_calls(self.client, [(call.script, call.keys, call.args)])
         if isinstance(reply, Exception):
             raise reply
-        return self._job_for(call, check_add_result(reply, call))
+        job = self._job_for(call, check_add_result(reply, call))
+        self._confirm("add", [job.id])
+        return job
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[Job]:
         """Add many jobs, streamed over one connection (not atomic, as BullMQ's addBulk).
@@ -136,7 +144,10 @@ class Queue:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return [self._job_for(call, check_add_result(reply, call)) for call, reply in zip(calls, replies)]
+        added = [self._job_for(call, check_add_result(reply, call)) for call, reply in zip(calls, replies)]
+        if added:
+            self._confirm("add_bulk", [job.id for job in added])
+        return added
 
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.
@@ -145,7 +156,15 @@ class Queue:
         names another queue under the same prefix (not Cluster-safe). Nodes without a
         ``job_id`` get a UUID, as BullMQ 6 gives them. Everything is written in one MULTI.
         """
-        return add_flow(self.client, self._planner_for, self.name, parent, children, before_write=self._write_meta)
+        root = add_flow(self.client, self._planner_for, self.name, parent, children, before_write=self._write_meta)
+        self._confirm("add_flow", [root.id])
+        return root
+
+    def _confirm(self, operation: str, job_ids: Sequence[str]) -> None:
+        """With ``wait_replicas``, wait for the replicas to hold what was just added."""
+        if self.wait_replicas:
+            confirm_replicas(self.client, self.keys, META_VERSION, job_ids, self.wait_replicas,
+                             self.wait_timeout_ms, operation=operation)
 
     def _planner_for(self, queue_name: str) -> AddPlanner:
         planner = self._planners.get(queue_name)

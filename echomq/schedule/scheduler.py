@@ -98,7 +98,7 @@ class JobScheduler:
         self.queue_name = queue_name
         self.clock = clock
         self.data_limits = DataLimits.checked("JobScheduler", max_data_bytes, max_data_depth)
-        self._connections = Connections(connection)
+        self._connections = Connections(connection, route_key=self.keys.meta)
         self.client: redis.Redis = self._connections.client
         self._add = script("addJobScheduler").bind(self.keys)
         self._update = script("updateJobScheduler").bind(self.keys)

@@ -70,7 +70,7 @@ class EventRecorder:
             keys = QueueKeys(queue, prefix)
         else:
             raise InvalidInputError(f"record_events: queue={queue!r:.80} must be a Queue or a queue name")
-        self._connections = Connections(connection)
+        self._connections = Connections(connection, route_key=keys.meta)
         self.client = self._connections.client
         self.key = keys.events
         self.queue_name = keys.queue_name

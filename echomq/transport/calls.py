@@ -30,7 +30,7 @@ import socket
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -325,6 +325,9 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
             if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
                 preflight(_on(conn), lua, keys)
                 cleared.add(lua.sha)
+        scripts = {lua.sha: (lua, keys) for lua, keys, _args in calls}
+        if len(scripts) > 1:
+            _load_before_streaming(conn, scripts.values())
         in_flight: deque[int] = deque()
         for start in range(0, len(calls), WINDOW):
             # Each window is built while Redis runs the one before (building them all first
@@ -359,6 +362,23 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
         for i, reply in zip(missing, again):
             replies[i] = reply
     return replies
+
+
+def _load_before_streaming(conn: Any, scripts: Iterable[tuple[LuaScript, Sequence[str]]]) -> None:
+    """SCRIPT LOAD each script of a batch that mixes several, in one round trip, before it
+    streams. Calls that meet NOSCRIPT are sent again after the others: with one script that is
+    every call, in order, but with two, the calls of the cached one would run first and a bulk's
+    job ids would no longer follow its order (a restarted server, a fresh cluster node)."""
+    pending = list(scripts)
+    conn.send_packed_command(conn.pack_commands([("SCRIPT", "LOAD", lua.source) for lua, _keys in pending]))
+    for lua, keys in pending:
+        try:
+            conn.read_response()
+        except ResponseError as exc:
+            refused = refusal(exc, "script|load", keys, lua)
+            if refused is None:
+                raise
+            raise refused from None
 
 
 def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> None:

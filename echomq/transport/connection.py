@@ -18,20 +18,26 @@ import functools
 import inspect
 import os
 import random
-import re
 import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
-from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 
 from ..errors import ForkedProcessError, InvalidInputError
+from .cluster import SlotOwnerPool, copy_slot_pool, slot_owner_client
+from .sentinel import copy_sentinel_pool, is_sentinel_master
+from .urls import CLUSTER_SCHEMES, check_url, open_url, redact_url, scheme_of
 
-Connection: TypeAlias = "redis.Redis | str"
+Connection: TypeAlias = "redis.Redis | RedisCluster | str"
+
+__all__ = ["redact_url"]  # re-exported: callers outside transport import it from here
 
 #: Errors that mean "the server went away" (or never answered): retried with backoff.
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -52,40 +58,29 @@ _RUNTIME_ONLY_KWARGS = frozenset({
 })
 
 
-def redact_url(url: str) -> str:
-    """``url`` without its password, for messages and logs (a URL may carry credentials)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    query = re.sub(r"(?i)((?:^|&)password=)[^&]*", r"\1***", parts.query)
-    netloc = parts.netloc
-    if parts.password is not None:
-        host = netloc.rpartition("@")[2]
-        netloc = (f"{parts.username}:***@" if parts.username else ":***@") + host
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    return parts._replace(netloc=netloc, query=query).geturl()
-
-
 def resolve_connection(connection: Connection) -> redis.Redis:
-    """Accept a ``redis.Redis`` (or a fakeredis client) or a ``redis://`` URL.
+    """Accept a ``redis.Redis`` (a fakeredis client, a Sentinel ``master_for`` client) or a URL
+    of one Redis or of a Sentinel-watched master (see urls.py for the grammar).
 
     A URL is checked here, before any component is built on it, so a bad one (wrong scheme, a
-    port that is not a number) is refused by name, not when the first command runs.
+    port that is not a number) is refused by name, not when the first command runs. A Redis
+    Cluster is refused: it has no one server to talk to until a queue names its slot
+    (:class:`Connections` routes it).
     """
+    if isinstance(connection, RedisCluster) or (
+            isinstance(connection, str) and scheme_of(connection) in CLUSTER_SCHEMES):
+        shown = redact_url(connection) if isinstance(connection, str) else "a RedisCluster"
+        raise InvalidInputError(f"{shown!r}: a Redis Cluster is served per queue (from the master of the "
+                                "queue's slot); give it to Queue, Worker, JobScheduler or QueueEvents")
     if isinstance(connection, str):
-        if not connection.startswith(("redis://", "rediss://", "unix://")):
-            raise InvalidInputError(
-                f"connection URL {redact_url(connection)!r} must start with redis://, rediss:// or unix://")
-        try:
-            return redis.Redis.from_url(connection)  # parses host, port and options; connects nothing
-        except ValueError as exc:
-            raise InvalidInputError(f"connection URL {redact_url(connection)!r}: {exc}") from None
+        check_url(connection)
+        client, _close = open_url(connection)
+        assert isinstance(client, redis.Redis)
+        return client
     if isinstance(connection, redis.Redis):
         return connection
     raise InvalidInputError(
-        f"connection must be a redis.Redis or a redis:// URL, got {type(connection).__name__}"
+        f"connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, got {type(connection).__name__}"
     )
 
 
@@ -152,7 +147,9 @@ def dedicated_client(
     client_name: str | None = None,
     **overrides: Any,
 ) -> redis.Redis:
-    """A new client on the same server as ``connection``, with a pool of its own.
+    """A new client on the same server as ``connection``, with a pool of its own: on a Redis
+    Cluster, the master of the same slot; under Sentinel, the master of the same service (each
+    new socket asks where that is now).
 
     redis-py defaults ``socket_timeout`` to 5 s; a blocking read longer than that would fail,
     so blocking readers pass ``block + BLOCK_SOCKET_MARGIN_S``. ``overrides`` replace other
@@ -165,7 +162,13 @@ def dedicated_client(
     kwargs.update(overrides)
     if client_name is not None:
         kwargs["client_name"] = client_name
-    new_pool = pool.__class__(connection_class=pool.connection_class, max_connections=4, **kwargs)
+    new_pool: Any
+    if isinstance(pool, SlotOwnerPool):  # the same slot's master, followed as it moves
+        new_pool = copy_slot_pool(pool, kwargs, max_connections=4)
+    elif isinstance(pool, SentinelConnectionPool):  # the same service's master, asked of the sentinels
+        new_pool = copy_sentinel_pool(pool, kwargs, max_connections=4)
+    else:
+        new_pool = pool.__class__(connection_class=pool.connection_class, max_connections=4, **kwargs)
     return type(connection)(connection_pool=new_pool)
 
 
@@ -183,17 +186,66 @@ def close_client(client: redis.Redis) -> None:
 class Connections:
     """The connections one component uses, and the ones it must close.
 
-    ``client`` is the caller's client, or one built from the URL the caller gave (then owned).
+    ``source`` is what the caller gave (a client, or what a URL built: then owned). ``client``
+    is the plain ``redis.Redis`` the component sends its commands on: the caller's client, or
+    on a Redis Cluster a client of the master of ``route_key``'s slot (a key of the component's
+    queue; transport/cluster.py), built here and always closed here. A component spanning
+    several queues gives no ``route_key`` and asks :meth:`routed` for each queue's client.
     ``dedicated()`` opens a client for this component alone; ``close()`` disconnects all of
-    them at once, and the client if owned. Safe to call ``close()`` twice and from any thread.
+    them at once, and what the URL built if any. Safe to call ``close()`` twice and from any thread.
     """
 
-    def __init__(self, connection: Connection) -> None:
-        self.client: redis.Redis = resolve_connection(connection)
+    def __init__(self, connection: Connection, *, route_key: str | None = None) -> None:
+        self.source: redis.Redis | RedisCluster
+        self._closers: list[Callable[[], None]] = []
+        if isinstance(connection, str):
+            check_url(connection)
+            self.source, close = open_url(connection)
+            self._closers.append(close)
+        elif isinstance(connection, (redis.Redis, RedisCluster)):
+            self.source = connection
+        else:
+            raise InvalidInputError("connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, "
+                                    f"got {type(connection).__name__}")
         self.owns_client = isinstance(connection, str)
+        self._routed: dict[int, redis.Redis] = {}  # by slot; -1: a Sentinel master's copy
         self._dedicated: list[redis.Redis] = []
         self._lock = threading.Lock()
         self.closed = False
+        self._client = self.routed(route_key) if route_key is not None or isinstance(self.source, redis.Redis) \
+            else None
+
+    @property
+    def client(self) -> redis.Redis:
+        if self._client is None:
+            raise InvalidInputError("a Redis Cluster serves each queue from the master of its slot: this "
+                                    "component spans several queues and must route each one (Connections.routed)")
+        return self._client
+
+    def routed(self, route_key: str | None) -> redis.Redis:
+        """The client for the queue ``route_key`` (one of its keys) belongs to: the source
+        itself when it is one Redis; on a cluster, a client of the slot's master (one per slot,
+        closed with this object)."""
+        source = self.source
+        if isinstance(source, redis.Redis):
+            if is_sentinel_master(source):  # a pool of our own whose sockets re-resolve (sentinel.py)
+                with self._lock:
+                    if -1 not in self._routed:
+                        pool: Any = source.connection_pool
+                        kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in _RUNTIME_ONLY_KWARGS}
+                        copied = copy_sentinel_pool(pool, kwargs, max_connections=None)
+                        self._routed[-1] = type(source)(connection_pool=copied)
+                    return self._routed[-1]
+            return source
+        if route_key is None:
+            raise InvalidInputError("a Redis Cluster needs the queue a client is for (route_key)")
+        keyslot: Any = source.keyslot  # untyped in redis-py
+        slot = int(keyslot(route_key))
+        with self._lock:
+            client = self._routed.get(slot)
+            if client is None:
+                client = self._routed[slot] = slot_owner_client(source, route_key)
+        return client
 
     def dedicated(self, *, socket_timeout: float | None, client_name: str | None = None,
                   **overrides: Any) -> redis.Redis:
@@ -212,12 +264,13 @@ class Connections:
     def close(self) -> None:
         with self._lock:
             dedicated, self._dedicated = self._dedicated, []
-            owned = self.owns_client and not self.closed
+            routed, self._routed = list(self._routed.values()), {}
+            closers, self._closers = self._closers, []
             self.closed = True
-        for client in dedicated:
+        for client in dedicated + routed:
             close_client(client)
-        if owned:
-            close_client(self.client)
+        for close in closers:
+            close()
 
 
 @dataclass

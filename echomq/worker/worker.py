@@ -121,7 +121,7 @@ class Worker:
         self.keys = QueueKeys(queue_name, prefix)
         self._listeners = ListenerSet(listeners, queue_name)
         client_name_safe("prefix", prefix)  # the marker connection's client name starts with it
-        self._connections = Connections(connection)
+        self._connections = Connections(connection, route_key=self.keys.meta)
         self.client = self._connections.client
         self.queue_name = queue_name
         self.prefix = prefix

@@ -22,6 +22,7 @@ PAGES = [
     "README.md",
     "docs/coming-from.md",
     "docs/cron.md",
+    "docs/deployment.md",
     "docs/django.md",
     "docs/events.md",
     "docs/flask.md",

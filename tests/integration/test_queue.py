@@ -158,6 +158,20 @@ def test_add_bulk_pipelines_and_returns_jobs_in_order(connection: redis.Redis, q
     assert queue.get_job_counts("waiting", "prioritized", "delayed") == {"waiting": 1, "prioritized": 1, "delayed": 1}
 
 
+def test_a_mixed_bulk_keeps_its_order_after_the_script_cache_is_flushed(connection: redis.Redis,
+                                                                      queue_name: str) -> None:
+    # A restarted server (or a fresh cluster node) caches only what ran since: here the
+    # standard add's script, not the prioritized or delayed one. A bulk mixing them must still
+    # number its jobs in its own order.
+    queue = Queue(connection, queue_name)
+    connection.script_flush()
+    queue.add("after-the-flush")
+    jobs = queue.add_bulk([("a", 1), {"name": "b", "data": 2, "opts": {"priority": 4}}, ("c", 3, {"delay": 500}),
+                           ("d", 4)])
+    assert [(j.id, j.name) for j in jobs] == [("2", "a"), ("3", "b"), ("4", "c"), ("5", "d")]
+    assert [queue.get_job(j.id).name for j in jobs] == ["a", "b", "c", "d"]
+
+
 def test_default_job_options_apply_and_can_be_overridden(connection: redis.Redis, queue_name: str) -> None:
     queue = Queue(connection, queue_name, default_job_options={"attempts": 3, "remove_on_complete": True})
     job = queue.add("x", attempts=5)
