@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
+from redis.cluster import RedisCluster
 
 from .errors import InvalidInputError, InvalidJobOptionsError
 from .protocol.keys import DEFAULT_PREFIX, QueueKeys
 from .protocol.options import dumps_json, encode_job_options, validate_job_name
 from .queue.job import Job
 from .queue.queue import Queue
-from .transport.connection import PidGuard, close_client, dedicated_client, resolve_connection
+from .transport.connection import PidGuard, close_any, dedicated_client, open_connection
+from .transport.urls import check_url
 from .types import JobOptions, Processor
 from .worker.worker import Worker
 
@@ -44,7 +46,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 #: What a registry's ``connection`` may be: a URL, a client, or a zero-argument client factory.
-ConnectionSource = str | redis.Redis | Callable[[], redis.Redis] | None
+ConnectionSource = str | redis.Redis | RedisCluster | Callable[[], redis.Redis | RedisCluster] | None
 
 #: ``defer(fn)`` runs ``fn`` later (Django's ``transaction.on_commit``); what it returns is ignored.
 Defer = Callable[[Callable[[], object]], object]
@@ -63,7 +65,7 @@ class _ProcessState:
     """What one process made of the registry: its client (owned unless the caller's) and Queues."""
 
     guard: PidGuard
-    client: redis.Redis
+    client: redis.Redis | RedisCluster
     owned: bool
     queues: dict[str, Queue] = field(default_factory=dict)
 
@@ -121,10 +123,11 @@ class JobRegistry:
     def __init__(self, connection: ConnectionSource = None, *, prefix: str = DEFAULT_PREFIX,
                  defer: Defer | None = None, job_context: JobContext | None = None) -> None:
         if isinstance(connection, str):
-            resolve_connection(connection)  # a bad URL is refused here, by name, not at the first enqueue
-        elif connection is not None and not isinstance(connection, redis.Redis) and not callable(connection):
-            raise InvalidInputError(f"JobRegistry connection={connection!r:.100}: give a redis:// URL, a "
-                                    "redis.Redis, or a function returning one")
+            check_url(connection)  # a bad URL is refused here, by name, not at the first enqueue
+        elif connection is not None and not isinstance(connection, (redis.Redis, RedisCluster)) \
+                and not callable(connection):
+            raise InvalidInputError(f"JobRegistry connection={connection!r:.100}: give a URL, a redis.Redis, "
+                                    "a redis.cluster.RedisCluster, or a function returning one")
         QueueKeys("registry", prefix)  # validates the prefix as every component does
         for label, value in (("defer", defer), ("job_context", job_context)):
             if value is not None and not callable(value):
@@ -212,10 +215,14 @@ class JobRegistry:
                 state = self._state = _ProcessState(guard, client, owned)
         return state
 
-    def _new_client(self) -> tuple[redis.Redis, bool]:
+    def _new_client(self) -> tuple[redis.Redis | RedisCluster, bool]:
         """This process's client and whether the registry owns it. A caller's client is used as
-        is in the process that gave it; a forked child gets a new client on its settings."""
+        is in the process that gave it; a forked child gets a new client on its settings (a
+        cluster client is used as is there too: redis-py's node pools reopen after a fork, and
+        each component routes its own client from it)."""
         source = self._source
+        if isinstance(source, RedisCluster):
+            return source, False
         if isinstance(source, redis.Redis):
             if os.getpid() == self._built_in:
                 return source, False
@@ -223,12 +230,12 @@ class JobRegistry:
             return dedicated_client(source, socket_timeout=timeout), True
         if callable(source):
             client = source()
-            if not isinstance(client, redis.Redis):
+            if not isinstance(client, (redis.Redis, RedisCluster)):
                 raise InvalidInputError(f"JobRegistry connection factory returned {client!r:.100}, not a redis.Redis")
             return client, True
-        return resolve_connection(source or os.environ.get("REDIS_URL") or LOCAL_REDIS_URL), True
+        return open_connection(source or os.environ.get("REDIS_URL") or LOCAL_REDIS_URL), True
 
-    def connection(self) -> redis.Redis:
+    def connection(self) -> redis.Redis | RedisCluster:
         """This process's client (made on first use; after a fork, a new one)."""
         return self._process_state().client
 
@@ -254,7 +261,7 @@ class JobRegistry:
         with self._lock:
             state, self._state = self._state, None
         if state is not None and state.owned and not state.guard.foreign():
-            close_client(state.client)
+            close_any(state.client)
 
     def __repr__(self) -> str:
         return f"JobRegistry(prefix={self.prefix!r}, queues={list(self._jobs)!r})"

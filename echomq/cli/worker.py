@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from ..errors import EchoMQError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, validate_queue_name
@@ -208,6 +209,10 @@ def _plan(args: argparse.Namespace, registry: JobRegistry | None) -> _Plan:
 def _server(plan: _Plan, client: Any) -> str:
     if plan.url is not None and plan.registry is None:
         return redact_url(plan.url)
+    if isinstance(client, RedisCluster):
+        get_default_node: Any = client.get_default_node  # untyped in redis-py
+        node = get_default_node()
+        return f"the Redis Cluster of {node.host}:{node.port}"
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"

@@ -88,7 +88,9 @@ class QueueEvents:
         self._loop_thread: threading.Thread | None = None
         self._release_on_exit = False  # close() was called from the loop's own thread
         self._guard = PidGuard()
-        self._backoff = Backoff()
+        # Capped at 2 s, not the default 5: a reader that lost its server during a failover
+        # (2-3 s on a cluster) would otherwise sleep up to 5 s more after the new master is up.
+        self._backoff = Backoff(cap=2.0)
 
         self._blocking: BlockingConnection | None = None
         self._xinfo_refused = False  # the ACL refuses XINFO STREAM: read without it, no gap notices

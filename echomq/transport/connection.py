@@ -31,7 +31,7 @@ from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
 from ..errors import ForkedProcessError, InvalidInputError
-from .cluster import SlotOwnerPool, copy_slot_pool, slot_owner_client
+from .cluster import SlotOwnerPool, close_cluster, copy_slot_pool, slot_owner_client
 from .sentinel import copy_sentinel_pool, is_sentinel_master
 from .urls import CLUSTER_SCHEMES, check_url, open_url, redact_url, scheme_of
 
@@ -82,6 +82,28 @@ def resolve_connection(connection: Connection) -> redis.Redis:
     raise InvalidInputError(
         f"connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, got {type(connection).__name__}"
     )
+
+
+def open_connection(connection: Connection) -> redis.Redis | RedisCluster:
+    """A client, or the client a URL names, Redis Cluster included: for a holder of one client
+    that builds components on it (a JobRegistry), where :func:`resolve_connection` would refuse
+    a cluster. A URL's client is the caller's to close, with :func:`close_any`."""
+    if isinstance(connection, str):
+        check_url(connection)
+        return open_url(connection)[0]
+    if isinstance(connection, (redis.Redis, RedisCluster)):
+        return connection
+    raise InvalidInputError(
+        f"connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, got {type(connection).__name__}"
+    )
+
+
+def close_any(client: redis.Redis | RedisCluster) -> None:
+    """:func:`close_client` for one Redis, every node's sockets for a cluster."""
+    if isinstance(client, RedisCluster):
+        close_cluster(client)
+    else:
+        close_client(client)
 
 
 def without_retries() -> dict[str, Any]:

@@ -85,6 +85,14 @@ def test_each_bad_setting_is_reported_with_its_id_and_a_hint(case: str, settings
         conf.current()
 
 
+@pytest.mark.parametrize("url", ["redis+cluster://10.0.0.1:7000,10.0.0.2:7000",
+                                 "redis+sentinel://10.0.0.1:26379/mymaster", "rediss://cache.example.com:6380/1"])
+def test_cluster_and_sentinel_urls_pass_the_check_without_connecting(settings: Any, url: str) -> None:
+    # Nothing listens on 10.0.0.x: a check that connected would hang or fail.
+    assert reported(settings, {"URL": url}) == []
+    assert conf.current().url == url
+
+
 def test_the_project_setting_passes_and_each_problem_is_reported(settings: Any) -> None:
     assert reported(settings, django_settings.ECHOMQ) == []
     assert reported(settings, {}) == []  # every key has a default

@@ -25,6 +25,7 @@ import redis
 from django.conf import settings  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
+from redis.cluster import RedisCluster
 
 from ...clock import system_clock
 from ...errors import InvalidInputError
@@ -35,7 +36,8 @@ from ...protocol.limits import DataLimits
 from ...protocol.options import dumps_json, encode_job_options
 from ...registry import LOCAL_REDIS_URL
 from ...schedule.spec import KNOWN_OPTIONS as REPEAT_OPTIONS
-from ...transport.connection import resolve_connection
+from ...transport.connection import open_connection
+from ...transport.urls import check_url
 from ..schedules_sync import parse_schedules
 
 #: The keys of ``ECHOMQ`` (docs/django.md has the table).
@@ -151,14 +153,14 @@ def forget(*, setting: str = "ECHOMQ", **_: Any) -> None:
             _cache.read = {}
 
 
-def connect() -> redis.Redis:
+def connect() -> redis.Redis | RedisCluster:
     """A new client as the setting says (the registry's connection factory, called once per
     process): the URL's, the ``CONNECTION`` factory's, else ``REDIS_URL``'s or the local Redis'."""
     settings = current(CONNECTION_KEYS)
     if settings.connection is not None:
         client: redis.Redis = import_string(settings.connection)()
         return client
-    return resolve_connection(settings.url or os.environ.get("REDIS_URL") or LOCAL_REDIS_URL)
+    return open_connection(settings.url or os.environ.get("REDIS_URL") or LOCAL_REDIS_URL)
 
 
 def _parse(raw: Mapping[str, Any], keys: tuple[str, ...]) -> EchoMQSettings:
@@ -235,8 +237,9 @@ def _connection_problems(raw: Mapping[str, Any]) -> list[Problem]:
         return [Problem("echomq.E002", f"ECHOMQ['URL'] must be a str, got {type(url).__name__}",
                         "For example 'redis://localhost:6379/0'.")]
     if url is not None:
-        return _caught("echomq.E002", "ECHOMQ['URL']", lambda: resolve_connection(url),
-                       "A redis://, rediss:// or unix:// URL, e.g. 'redis://localhost:6379/0'.")
+        return _caught("echomq.E002", "ECHOMQ['URL']", lambda: check_url(url),
+                       "A redis://, rediss://, unix://, redis+cluster:// or redis+sentinel:// URL, "
+                       "e.g. 'redis://localhost:6379/0' (docs/deployment.md).")
     if "CONNECTION" not in raw:
         return []
     path = raw["CONNECTION"]

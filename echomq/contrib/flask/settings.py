@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from ...errors import InvalidInputError, InvalidJobOptionsError
 from ...protocol.keys import DEFAULT_PREFIX, validate_prefix, validate_queue_name
 from ...protocol.options import encode_job_options
 from ...registry import ConnectionSource
-from ...transport.connection import resolve_connection
+from ...transport.urls import check_url
 from ..schedules_sync import parse_schedules
 
 #: When this process's QueueEvents readers start (``ECHOMQ_EVENTS``).
@@ -80,10 +81,10 @@ def _connection(url: Any, connection: Any) -> ConnectionSource:
     if url is not None:
         if not isinstance(url, str):
             raise InvalidInputError(f"app.config['ECHOMQ_URL']: must be a redis:// URL, got {type(url).__name__}")
-        return str(_checked("ECHOMQ_URL", url, resolve_connection))
-    if connection is not None and not isinstance(connection, redis.Redis) and not callable(connection):
-        raise InvalidInputError(f"app.config['ECHOMQ_CONNECTION']: must be a redis.Redis or a function returning "
-                                f"one, got {type(connection).__name__}")
+        return str(_checked("ECHOMQ_URL", url, check_url))
+    if connection is not None and not isinstance(connection, (redis.Redis, RedisCluster)) and not callable(connection):
+        raise InvalidInputError(f"app.config['ECHOMQ_CONNECTION']: must be a redis.Redis, a RedisCluster or a "
+                                f"function returning one, got {type(connection).__name__}")
     result: ConnectionSource = connection
     return result
 
