@@ -72,19 +72,21 @@ end
 if redis.call("EXISTS", jobKey) == 0 then
   return -1
 end
-if target == "completed" then
+if target == "completed"
+    and redis.call("EXISTS", jobKey .. ":dependencies", jobKey .. ":unsuccessful") > 0 then
+  -- a set or zset without members does not exist: one call in the common case, no children
   if redis.call("SCARD", jobKey .. ":dependencies") ~= 0 then
     return -4
   end
-  if redis.call("ZCARD", jobKey .. ":unsuccessful") ~= 0 then
-    return -9
-  end
+  return -9
 end
 local code = releaseActiveJob(jobKey, KEYS[2], KEYS[5], ARGV[8], jobId, ARGV[13])
 if code < 0 then
   return code
 end
-trimEvents(KEYS[9], KEYS[4])
+-- meta read once: the events cap here, the limiter, pause and concurrency for fetch next
+local meta = redis.call("HMGET", KEYS[9], "opts.maxLenEvents", "max", "duration", "paused", "concurrency")
+trimEvents(KEYS[9], KEYS[4], meta[1])
 
 local attrs = redis.call("HMGET", jobKey, "parentKey", "parent", "deid")
 if attrs[3] then
@@ -95,7 +97,7 @@ if attrs[3] then
 end
 updateParentOnChildFinished(jobKey, attrs[1], attrs[2], target, ARGV[4], timestamp)
 
-local attemptsMade = redis.call("HINCRBY", jobKey, "atm", 1)
+local attemptsMade = redis.call("HINCRBY", jobKey, "atm", "1")
 if keepCount ~= 0 then
   redis.call("ZADD", KEYS[11], timestamp, jobId)
   redis.call("HSET", jobKey, ARGV[3], ARGV[4], "finishedOn", timestamp)
@@ -120,7 +122,7 @@ local q = {wait = KEYS[1], active = KEYS[2], prioritized = KEYS[3], events = KEY
            limiter = KEYS[6], delayed = KEYS[7], meta = KEYS[9], pc = KEYS[10], marker = KEYS[14]}
 if ARGV[6] == "1" then
   local w = workerOptionsFromArgs({ARGV[8], ARGV[14], ARGV[15], ARGV[16], ARGV[17]}, 1)
-  local next = fetchNextJob(q, prefix, timestamp, w)
+  local next = fetchNextJob(q, prefix, timestamp, w, {meta[2], meta[3], meta[4], meta[5]})
   if next then
     return next
   end

@@ -193,7 +193,8 @@ def preflight(call: Callable[..., Any], lua: LuaScript, keys: Sequence[str]) -> 
             command=names[0], key_pattern=pattern, missing=names)
 
 
-def _on(conn: Any) -> Callable[..., Any]:
+def speak_on(conn: Any) -> Callable[..., Any]:
+    """``call(*command)`` on one connection: send, then read the reply (for preflight)."""
     def call(*command: Any) -> Any:
         conn.send_command(*command)
         return conn.read_response()
@@ -203,7 +204,7 @@ def _on(conn: Any) -> Callable[..., Any]:
 def _preflight_on_pool(pool: Any, lua: LuaScript, keys: Sequence[str]) -> None:
     conn = checkout(pool)
     try:
-        preflight(_on(conn), lua, keys)
+        preflight(speak_on(conn), lua, keys)
     except (redis.ConnectionError, redis.TimeoutError):
         conn.disconnect()
         raise
@@ -246,6 +247,13 @@ def _send(conn: Any, command: tuple[Any, ...]) -> None:
         conn.send_command(*command)
 
 
+def pack_one(conn: Any, command: tuple[Any, ...]) -> bytes:
+    """One command as the bytes ``conn.send_packed_command`` takes (hiredis packs it in C)."""
+    if _pack_command is not None:
+        return _pack_command(command)
+    return b"".join(conn.pack_command(*command))
+
+
 class PinnedConnection:
     """EVALSHA over one pool connection that a thread keeps for its lifetime.
 
@@ -268,7 +276,7 @@ class PinnedConnection:
         conn = self.conn
         try:
             if lua.sha not in self._cleared:
-                preflight(_on(conn), lua, keys)
+                preflight(speak_on(conn), lua, keys)
                 self._cleared.add(lua.sha)
             try:
                 _send(conn, command)
@@ -323,7 +331,7 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
     try:
         for lua, keys, _args in calls:
             if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
-                preflight(_on(conn), lua, keys)
+                preflight(speak_on(conn), lua, keys)
                 cleared.add(lua.sha)
         scripts = {lua.sha: (lua, keys) for lua, keys, _args in calls}
         if len(scripts) > 1:

@@ -5,6 +5,8 @@
   (ZPOPMIN; "pc" is DELeted when prioritized is empty).
   q: wait, active, prioritized, pc, delayed, marker, meta, events, limiter.
   w: token, lockDuration, name, limiterMax, limiterDuration (the worker's limiter, may be nil).
+  meta: meta's "max", "duration", "paused", "concurrency" when the caller has read them already
+  (HMGET order; nil: read here, in one HMGET).
   Returns {job hash, jobId, 0, 0} for a job; {0, 0, ttl, 0} when rate limited; {0, 0, 0, 0}
   when paused or maxed; {0, 0, 0, nextDueMs} when only delayed jobs remain; nil when the
   queue is empty (no delayed job either): the caller decides about "drained".
@@ -13,9 +15,9 @@
 -- @include "promoteDelayedJobs"
 -- @include "getRateLimitTTL"
 -- @include "prepareJobForProcessing"
-local function fetchNextJob(q, prefix, timestamp, w)
-  local meta = redis.call("HMGET", q.meta, "max", "duration")
-  local pausedOrMaxed = isQueuePausedOrMaxed(q.meta, q.active)
+local function fetchNextJob(q, prefix, timestamp, w, meta)
+  meta = meta or redis.call("HMGET", q.meta, "max", "duration", "paused", "concurrency")
+  local pausedOrMaxed = isPausedOrMaxedBy(meta[3], meta[4], q.active)
   promoteDelayedJobs(q, prefix, timestamp, pausedOrMaxed)
 
   local maxJobs = tonumber(meta[1] or w.limiterMax)

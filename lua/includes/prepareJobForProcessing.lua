@@ -23,7 +23,7 @@ local function prepareJobForProcessing(q, prefix, jobId, timestamp, w, maxJobs, 
   else
     redis.call("HSET", jobKey, "processedOn", timestamp)
   end
-  redis.call("HINCRBY", jobKey, "ats", 1)
+  redis.call("HINCRBY", jobKey, "ats", "1")
   addBaseMarkerIfNeeded(q.marker, false)
   return {redis.call("HGETALL", jobKey), jobId, 0, 0}
 end

@@ -9,7 +9,7 @@
 -- @include "addBaseMarkerIfNeeded"
 local function promoteDelayedJobs(q, prefix, timestamp, isPausedOrMaxed)
   local upTo = toIntString((tonumber(timestamp) + 1) * 0x1000 - 1)
-  local due = redis.call("ZRANGEBYSCORE", q.delayed, 0, upTo, "LIMIT", 0, 1000)
+  local due = redis.call("ZRANGEBYSCORE", q.delayed, "0", upTo, "LIMIT", "0", "1000")
   if #due == 0 then
     return 0
   end

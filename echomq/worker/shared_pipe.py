@@ -1,0 +1,188 @@
+"""One connection for all of a Worker's threads, their calls pipelined on it, for
+``concurrency`` > 1.
+
+Each job costs Redis a request of its own on top of the script: a read, a reply write and an
+event-loop turn, about as much again as a short script. With one connection per thread, ten
+threads finishing ten jobs cost ten of those. Here every thread writes its call at once (under
+a send lock, so the order of the writes is the order of the replies), and one of the waiting
+threads reads: it answers each reply's caller in turn until its own comes, then hands the
+reading on to the next caller still waiting. Redis finds several calls in one read and sends
+their replies in one write; no call waits for another to be sent.
+
+Each call keeps its own outcome: its reply, its error reply (a refusal, NOSCRIPT, a failing
+script) or, when the connection fails, that error for every call in flight on it, so each
+caller's retry loop decides as it does over a connection of its own. A lost connection is
+dropped and the next call checks out a new one: a reply is never read for the wrong call.
+``concurrency`` 1 keeps ``transport.calls.PinnedConnection``: one thread has nothing to share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from ..transport.calls import cleared_for, pack_one, preflight, refusal
+from ..transport.connection import checkout
+from ..transport.scripts import LuaScript
+
+
+class _Call:
+    """One call in flight: the connection (and its generation) it went out on, then its outcome."""
+
+    __slots__ = ("answered", "conn", "error", "generation", "reply", "wake", "woken")
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.generation = 0
+        self.reply: Any = None
+        self.error: BaseException | None = None
+        self.answered = False
+        # For a caller that waits (another thread reads): held from the start, it blocks on it
+        # until its call is answered or the reading is handed to it; released at most once
+        # (``woken``), under the pipe's state lock. A caller that reads itself needs none.
+        self.wake: threading.Lock | None = None
+        self.woken = False
+
+
+class SharedPipe:
+    """EVALSHA calls from many threads over one pool connection, pipelined."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.pool = client.connection_pool
+        self.conn: Any = None
+        self._cleared = cleared_for(self.pool)
+        self._send = threading.Lock()  # one writer at a time: writes in the order of _in_flight
+        self._state = threading.Lock()  # _in_flight, _reading, conn, _generation
+        self._in_flight: deque[_Call] = deque()
+        self._reading = False  # a thread reads replies (or is about to)
+        self._generation = 0  # bumped when a connection is lost: its calls are over
+
+    def __call__(self, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        command = lua.command(keys, args)
+        try:
+            if lua.sha not in self._cleared:
+                preflight(self._command, lua, keys)
+                self._cleared.add(lua.sha)
+            try:
+                return self._round_trip(command)
+            except NoScriptError:  # a restarted server or SCRIPT FLUSH: load it, send it again
+                self._command("SCRIPT", "LOAD", lua.source)
+                return self._round_trip(command)
+        except ResponseError as exc:
+            refused = refusal(exc, "evalsha", keys, lua)
+            if refused is None:
+                raise
+            raise refused from None
+
+    def _command(self, *command: Any) -> Any:
+        return self._round_trip(command)
+
+    def _round_trip(self, command: tuple[Any, ...]) -> Any:
+        call = _Call()
+        with self._send:
+            with self._state:
+                if self.conn is None:
+                    self.conn = checkout(self.pool)
+                call.conn, call.generation = self.conn, self._generation
+                self._in_flight.append(call)
+                read = not self._reading
+                if read:
+                    self._reading = True
+                else:
+                    call.wake = threading.Lock()
+                    call.wake.acquire()
+            try:
+                call.conn.send_packed_command([pack_one(call.conn, command)], check_health=False)
+            except BaseException as exc:
+                lost = exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(f"send cut: {exc!r}")
+                self._lose(call.generation, lost)
+                if not isinstance(exc, redis.RedisError):
+                    raise
+        if call.wake is not None:
+            call.wake.acquire()  # answered, or handed the reading with this call still waiting
+        if not call.answered:
+            self._read_until(call)
+        if call.error is not None:
+            raise call.error
+        return call.reply
+
+    def _read_until(self, mine: _Call) -> None:
+        """Read replies in order, answering each caller, until ``mine`` is answered; then hand
+        the reading to the first call still waiting."""
+        conn, generation = mine.conn, mine.generation
+        while True:
+            error: BaseException | None = None
+            reply: Any = None
+            try:
+                reply = conn.read_response(disconnect_on_error=False)
+            except ResponseError as exc:
+                error = exc
+            except BaseException as exc:
+                self._lose(generation, exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(repr(exc)))
+                if isinstance(exc, redis.RedisError):
+                    return
+                raise
+            with self._state:
+                if self._generation != generation:
+                    return  # lost meanwhile: every call on it, mine too, was answered then
+                call = self._in_flight.popleft()
+                call.reply, call.error, call.answered = reply, error, True
+                if call is mine:
+                    if self._in_flight:
+                        self._wake(self._in_flight[0])  # not answered yet: it reads on
+                    else:
+                        self._reading = False
+                    return
+                self._wake(call)
+
+    def _wake(self, call: _Call) -> None:
+        """Release ``call``'s caller (under ``_state``; once)."""
+        if call.wake is not None and not call.woken:
+            call.woken = True
+            call.wake.release()
+
+    def _lose(self, generation: int, exc: BaseException) -> None:
+        """The connection of ``generation`` failed: answer every call in flight on it with
+        ``exc``, drop it (disconnected; a reader still on it fails at once), start afresh."""
+        with self._state:
+            if self._generation != generation:
+                return
+            self._generation += 1
+            conn, self.conn = self.conn, None
+            for call in self._in_flight:
+                call.error, call.answered = exc, True
+                self._wake(call)
+            self._in_flight.clear()
+            self._reading = False
+        if conn is not None:
+            conn.disconnect()
+
+    def interrupt(self) -> None:
+        """From another thread: cut the calls in flight, if any (a server that stopped
+        answering); they fail with ConnectionError, the next call checks out a new connection."""
+        sock = getattr(self.conn, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def release(self) -> None:
+        """Give the connection back to the pool (once no thread uses the pipe any more). With a
+        call still in flight (a thread that started one as the last other one ended) it stays
+        checked out: the Worker's close disconnects it with the pool, never hands it on mid-call."""
+        with self._state:
+            if self._in_flight:
+                return
+            conn, self.conn = self.conn, None
+            self._generation += 1
+        if conn is not None:
+            try:
+                self.pool.release(conn)
+            except (redis.RedisError, OSError):  # the pool may be closed; the socket goes with it
+                conn.disconnect()
