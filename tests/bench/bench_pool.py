@@ -10,10 +10,11 @@ rounds and each one's best round counts (the machine is shared: a round may lose
 something else). Target: EchoMQ with 2 processes at least 1.6x its one process on this 2-core
 machine (Redis shares those two cores).
 
-Celery and dramatiq live in .venv-bench (requirements-pool.txt), built by ``make bench``, never
+Celery and dramatiq live in .venv-bench (requirements.txt), built by ``make bench``, never
 in the package's extras; without it their columns say n/a. Run: ``.venv/bin/python
 tests/bench/bench_pool.py`` (``make bench``). BENCH_POOL_JOBS sets N (default 10000),
-BENCH_ROUNDS the rounds (default 3). Every queue is unique and its keys deleted afterwards.
+BENCH_ROUNDS the rounds (default 3). Every queue is unique and its keys deleted afterwards, and
+so are the peers' shared keys a run created (``peers_shared_keys``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,21 +55,23 @@ def noop(job: Any) -> None:
 
 
 def wait_for_count(client: redis.Redis, key: str, n: int, process: subprocess.Popen[bytes]) -> None:
+    """Until the n-th job has counted; a pool that ends first (a burst worker may end right
+    after its last job: counted again once it has) or takes too long stops the bench."""
     deadline = time.monotonic() + DONE_TIMEOUT_S
     while int(client.get(key) or 0) < n:
-        if process.poll() is not None:
+        if process.poll() is not None and int(client.get(key) or 0) < n:
             raise SystemExit(f"{process.args[0]} ended early with status {process.returncode}")
         if time.monotonic() > deadline:
             raise SystemExit(f"{process.args[0]}: {client.get(key)} of {n} jobs after {DONE_TIMEOUT_S} s")
         time.sleep(0.05)
 
 
-def run_pool(client: redis.Redis, key: str, argv: Sequence[str], env: dict[str, str]) -> float:
-    """Start the pool, wait for the N-th job, stop it with SIGTERM; the rate it ran at."""
+def run_pool(client: redis.Redis, key: str, argv: Sequence[str], env: dict[str, str], n: int = N) -> float:
+    """Start the pool, wait for the n-th job, stop it with SIGTERM; the rate it ran at."""
     process = subprocess.Popen(list(argv), cwd=HERE, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
-        wait_for_count(client, key, N, process)
+        wait_for_count(client, key, n, process)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -75,7 +79,7 @@ def run_pool(client: redis.Redis, key: str, argv: Sequence[str], env: dict[str, 
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return jobs_per_second(client, key, N)
+    return jobs_per_second(client, key, n)
 
 
 def run_echomq(client: redis.Redis, processes: int) -> float:
@@ -105,17 +109,35 @@ def run_peer(client: redis.Redis, kind: str) -> float | None:
     name = f"bench-pool-{kind}-{uuid.uuid4().hex[:8]}"
     env = {"BENCH_REDIS_URL": URL, "BENCH_QUEUE": name, "PYTHONPATH": str(HERE)}
     module = f"peer_{kind}_pool"
-    subprocess.run([str(python), f"{module}.py", "seed", str(N)], cwd=HERE, env={**os.environ, **env}, check=True,
-                   timeout=DONE_TIMEOUT_S)
     if kind == "celery":
         argv = [str(BENCH_VENV / "bin" / "celery"), "-A", module, "worker", "--pool", "prefork", "--concurrency",
                 str(PROCESSES), "-Q", name, "--loglevel", "WARNING"]
     else:
         argv = [str(BENCH_VENV / "bin" / "dramatiq"), "--processes", str(PROCESSES), "--threads", "1", module]
     try:
+        subprocess.run([str(python), f"{module}.py", "seed", str(N)], cwd=HERE, env={**os.environ, **env},
+                       check=True, timeout=DONE_TIMEOUT_S)
         return run_pool(client, f"{name}:count", argv, env)
     finally:
         delete(client, f"*{name}*")
+
+
+#: Keys the peers share across their queues (RQ's queue and worker sets, dramatiq's heartbeats,
+#: kombu's bookkeeping), which no queue-named pattern matches.
+SHARED_KEYS = ("rq:queues", "rq:workers", "dramatiq:__heartbeats__", "_kombu.binding_deadlines", "unacked",
+               "unacked_index", "unacked_mutex")
+
+
+@contextmanager
+def peers_shared_keys(client: redis.Redis) -> Iterator[None]:
+    """The peers' shared keys this block created are deleted afterwards; those it found stay."""
+    found = [key for key in SHARED_KEYS if client.exists(key)]
+    try:
+        yield
+    finally:
+        created = [key for key in SHARED_KEYS if key not in found]
+        if created:
+            client.delete(*created)
 
 
 def delete(client: redis.Redis, *patterns: str) -> None:
@@ -133,11 +155,12 @@ def best(rates: list[float | None]) -> float | None:
 def main() -> None:
     client = redis.Redis.from_url(URL)
     runs: dict[str, list[float | None]] = {"one": [], "two": [], "celery": [], "dramatiq": []}
-    for _ in range(ROUNDS):
-        runs["one"].append(run_echomq(client, 1))
-        runs["two"].append(run_echomq(client, PROCESSES))
-        runs["celery"].append(run_peer(client, "celery"))
-        runs["dramatiq"].append(run_peer(client, "dramatiq"))
+    with peers_shared_keys(client):
+        for _ in range(ROUNDS):
+            runs["one"].append(run_echomq(client, 1))
+            runs["two"].append(run_echomq(client, PROCESSES))
+            runs["celery"].append(run_peer(client, "celery"))
+            runs["dramatiq"].append(run_peer(client, "dramatiq"))
     one, two, celery, dramatiq = (best(runs[pool]) for pool in ("one", "two", "celery", "dramatiq"))
     assert one is not None and two is not None
     print(f"\nProcess pools, no-op jobs (one INCR), {N} jobs, first to last finished, best of {ROUNDS} "

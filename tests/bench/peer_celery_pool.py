@@ -1,6 +1,8 @@
-"""Celery's side of bench_pool.py, in .venv-bench: the app the prefork pool runs, and its seeding.
+"""Celery's side of bench_pool.py and bench_peers.py, in .venv-bench: the app its pools run, and
+its seeding.
 
-    celery -A peer_celery_pool worker --pool prefork --concurrency 2 -Q <queue>   (the pool)
+    celery -A peer_celery_pool worker --pool prefork --concurrency 2 -Q <queue>   (processes)
+    celery -A peer_celery_pool worker --pool threads --concurrency 4 -Q <queue>   (threads)
     python peer_celery_pool.py seed <n>                                            (the jobs)
 
 ``BENCH_REDIS_URL`` is the broker, ``BENCH_QUEUE`` the queue (its counter: ``<queue>:count``). Celery's
@@ -27,7 +29,7 @@ _client: dict[int, redis.Redis] = {}
 
 
 def client() -> redis.Redis:
-    """This process's client (the pool forks after import)."""
+    """This process's client (the prefork pool forks after import; threads share it)."""
     return _client.setdefault(os.getpid(), redis.Redis.from_url(URL))
 
 

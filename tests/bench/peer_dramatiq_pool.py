@@ -1,6 +1,8 @@
-"""dramatiq's side of bench_pool.py, in .venv-bench: the actor its worker processes run, and its seeding.
+"""dramatiq's side of bench_pool.py and bench_peers.py, in .venv-bench: the actor its workers run,
+and its seeding.
 
-    dramatiq --processes 2 --threads 1 peer_dramatiq_pool   (the pool)
+    dramatiq --processes 2 --threads 1 peer_dramatiq_pool   (processes, bench_pool.py)
+    dramatiq --processes 1 --threads 4 peer_dramatiq_pool   (threads, bench_peers.py)
     python peer_dramatiq_pool.py seed <n>                   (the jobs)
 
 ``BENCH_REDIS_URL`` is the broker, ``BENCH_QUEUE`` the queue (its counter: ``<queue>:count``). dramatiq's

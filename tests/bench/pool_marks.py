@@ -1,8 +1,8 @@
-"""What every job of bench_pool.py does, whichever runtime runs it: one INCR of a counter.
+"""What every job of bench_pool.py and bench_peers.py does, whichever runtime runs it: one INCR.
 
 The job that makes the count 1 and the one that makes it N also store the time, so the rate is
 counted from the first finished job to the last (start-up and seeding left out). Imported by
-the EchoMQ processor and by the Celery and dramatiq peers, in their own virtualenvs (redis only).
+the EchoMQ processor and by the RQ, Celery and dramatiq peers, in their own virtualenvs (redis only).
 """
 
 from __future__ import annotations
