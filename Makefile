@@ -7,13 +7,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 INTEROP_DIR := tests/interop
 NODE_STAMP := $(INTEROP_DIR)/node_modules/.installed-stamp
-# The peers tests/bench/bench_pool.py compares with (Celery, dramatiq): a virtualenv of their own,
-# never the package's extras.
+# The Python peers tests/bench compares with (RQ, Celery, dramatiq): a virtualenv of their own,
+# never the package's extras. `make bench BENCH_SCALE=large` adds the 10^5 and 10^6 scale curves.
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed-stamp
-BENCH_REQUIREMENTS := tests/bench/requirements-pool.txt
+BENCH_REQUIREMENTS := tests/bench/requirements.txt
+BENCH_SCALE ?= small
 
-.PHONY: venv test interop demo bench lint clean node-deps
+# `make matrix`: the test subset on Python 3.10-3.13 and the lowest and newest dependencies, and on
+# Redis 6.2 (tests/matrix/run.sh; MATRIX_CELLS=... picks cells). Its virtualenvs live here.
+MATRIX_DIR := .venv-matrix
+
+.PHONY: venv test interop demo bench lint clean node-deps matrix
 
 $(STAMP): setup.cfg setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,13 +50,16 @@ $(BENCH_STAMP): $(BENCH_REQUIREMENTS)
 	touch $(BENCH_STAMP)
 
 bench: $(STAMP) $(NODE_STAMP) $(BENCH_STAMP)
-	@for f in tests/bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	@for f in tests/bench/bench_*.py; do echo "== $$f"; BENCH_SCALE=$(BENCH_SCALE) $(PY) $$f || exit 1; done
+
+matrix: $(STAMP)
+	MATRIX_DIR=$(MATRIX_DIR) MAIN_PY=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" tests/matrix/run.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check echomq tests
 	$(VENV)/bin/mypy echomq
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) $(MATRIX_DIR) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf $(INTEROP_DIR)/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

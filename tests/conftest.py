@@ -10,6 +10,21 @@ client they build. ``redis_server_factory`` starts private servers a test may ki
 
 Tests isolate themselves with a unique queue name and delete that queue's keys afterwards;
 nothing here ever flushes a database.
+
+Production topologies (tests/support/topologies.py), started from the machine's redis-server
+only when a test asks for them, so ``pytest tests/unit`` starts nothing (about 2 s each):
+
+- ``redis_cluster``: a shared Redis Cluster (3 masters, 1 replica each) for the session;
+  ``cluster_connection`` a ``redis.cluster.RedisCluster`` on it. Never kill its nodes.
+- ``redis_sentinel``: a shared Sentinel setup (master, replica, 3 sentinels, service
+  ``echomq``); ``sentinel_connection`` its ``Sentinel(...).master_for("echomq")`` client.
+- ``cluster_factory`` / ``sentinel_factory``: private ones for a test that kills, restarts or
+  fails over nodes (``extra=["min-replicas-to-write 1"]`` adds config lines), stopped after it.
+- ``connection`` has a third param, "cluster" (a RedisCluster on ``redis_cluster``), kept only
+  in the modules of ``CLUSTER_MODULES`` (minus ``NOT_ON_CLUSTER``): the contract tests that make
+  sense on a cluster. Elsewhere the ids stay ``[real]`` and ``[fake]``.
+
+Under ``CI=true`` a missing redis-server or redis-cli fails those tests instead of skipping.
 """
 
 from __future__ import annotations
@@ -20,17 +35,78 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import fakeredis
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+from support.fake_tcp import tcp_fake_server
+from support.redis_versions import min_redis_gate  # noqa: F401  (autouse: the min_redis marker)
 from support.servers import RedisServer, free_port, ping
+from support.topologies import Cluster, SentinelSetup, binaries_missing
+
+#: Integration modules whose contract tests also run on the shared Redis Cluster ("cluster"
+#: backend). Left out: modules that test one server's internals (test_connections counts a
+#: server's clients, test_pipelining, test_maintenance and test_scheduler_repair drive the
+#: internal pinned/maintenance classes with the raw client) and the CLI (it takes URLs).
+CLUSTER_MODULES = frozenset({
+    "test_bulk_retry", "test_clock", "test_global_limits", "test_job", "test_job_edits", "test_job_metrics",
+    "test_job_retry", "test_lifecycle_events", "test_prometheus", "test_queue", "test_queue_admin",
+    "test_queue_events", "test_queue_events_lifecycle", "test_queue_hardening", "test_queue_lifecycle",
+    "test_registry", "test_repeat_options", "test_scheduler", "test_scheduler_hardening",
+    "test_scheduler_pattern", "test_scheduler_worker", "test_schedules_sync", "test_scripts",
+    "test_stored_options", "test_untrusted_data", "test_wait_until_finished", "test_worker",
+    "test_worker_burst", "test_worker_hardening", "test_worker_listeners", "test_worker_log_lines",
+    "test_worker_routing", "test_worker_scheduler",
+})
+
+#: Tests of those modules that stay on real and fake only, and why: what they do with the test's
+#: own client is something a RedisCluster client cannot do, not something EchoMQ gets wrong.
+NOT_ON_CLUSTER = {
+    "test_worker::test_a_decode_responses_client_works_too": "builds a client from connection.connection_pool",
+    "test_worker::test_several_workers_share_a_queue_each_job_once": "seeds through a ClusterPipeline: no EVAL",
+    "test_queue_hardening::test_workers_of_another_queue_are_not_listed": "its CLIENT LIST asks one random node",
+    "test_queue_lifecycle::test_flow_with_a_child_in_another_queue": "two queues in two slots: refused on a cluster",
+    # these drive the internal script runner or Transitions with the test's client; a component
+    # hands them the client of its slot's owner, a RedisCluster has no connection_pool for them
+    **dict.fromkeys([
+        "test_bulk_retry::test_the_scripts_refuse_bad_arguments_themselves_writing_nothing",
+        "test_job_metrics::test_move_to_finished_refuses_bad_data_points_before_writing",
+        "test_scheduler_hardening::test_the_update_script_refuses_a_bad_tick_before_its_first_write",
+        "test_scheduler_hardening::test_the_add_script_refuses_bad_options_before_its_first_write",
+        "test_scripts::test_includes_are_inlined_once_and_nested",
+        "test_scripts::test_noscript_reloads_transparently_on_every_path",
+        "test_queue_hardening::test_finishing_a_job_that_is_not_active_is_refused_and_keeps_the_lock",
+        "test_lifecycle_events::test_queue_events_sees_every_event_type",
+        "test_worker_listeners::test_stalled_is_told_once_by_the_worker_whose_check_found_it",
+        "test_worker_listeners::test_a_listener_raising_in_every_hook_changes_nothing_and_is_logged_once_per_hook",
+        "test_worker_listeners::test_a_slow_listener_on_a_stall_does_not_delay_lock_renewal",
+        "test_prometheus::test_the_listeners_counters_and_histogram_after_a_known_workload",
+    ], "runs an internal (run_script, Transitions) on the raw RedisCluster"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep the "cluster" param of ``connection`` only in CLUSTER_MODULES, minus NOT_ON_CLUSTER.
+
+    The fixture itself has the three params, so every other id stays what it was; the cluster
+    items elsewhere are dropped here, before anything reports them.
+    """
+    def on_cluster(item: pytest.Item) -> bool:
+        module = item.module.__name__.rpartition(".")[2] if isinstance(item, pytest.Function) else ""
+        name = item.originalname if isinstance(item, pytest.Function) else ""
+        return module in CLUSTER_MODULES and f"{module}::{name}" not in NOT_ON_CLUSTER
+
+    def backend(item: pytest.Item) -> object:
+        return getattr(getattr(item, "callspec", None), "params", {}).get("connection")
+
+    items[:] = [item for item in items if backend(item) != "cluster" or on_cluster(item)]
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +157,7 @@ def redis_server_factory() -> Iterator[callable]:  # type: ignore[valid-type]
 @pytest.fixture(scope="session")
 def fake_redis_url() -> Iterator[str]:
     """A fakeredis server on a TCP port of its own, for the whole session."""
-    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis")
+    server = tcp_fake_server(("127.0.0.1", 0))
     thread = threading.Thread(target=server.serve_forever, name="fakeredis-tcp", daemon=True)
     thread.start()
     host, port = server.server_address[:2]
@@ -108,7 +184,9 @@ def url_connection(server_url: str) -> Iterator[redis.Redis]:
 
 def _delete_queue_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
     pattern = f"{prefix}:\\{{{queue_name}\\}}:*"
-    batch = list(client.scan_iter(match=pattern, count=1000))
+    # on a cluster, every master (a stray key without the hash tag would sit in another slot)
+    scan = {"target_nodes": RedisCluster.PRIMARIES} if isinstance(client, RedisCluster) else {}
+    batch = list(client.scan_iter(match=pattern, count=1000, **scan))
     for start in range(0, len(batch), 500):
         client.delete(*batch[start : start + 500])
 
@@ -120,12 +198,14 @@ def real_connection(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-@pytest.fixture(params=["real", "fake"])
+@pytest.fixture(params=["real", "fake", "cluster"])
 def connection(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    """A client on real Redis, then on fakeredis: the same test runs on both."""
+    """A client on real Redis, then on fakeredis (and in CLUSTER_MODULES on a Redis Cluster)."""
     if request.param == "real":
         url = request.getfixturevalue("redis_url")
         client = redis.Redis.from_url(url)
+    elif request.param == "cluster":
+        client = request.getfixturevalue("redis_cluster").client()
     else:
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     yield client
@@ -134,8 +214,65 @@ def connection(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def backend(connection: redis.Redis) -> str:
-    """"real" or "fake", for the rare assertion that differs (e.g. cjson escaping)."""
+    """"real", "fake" or "cluster", for the rare assertion that differs (e.g. cjson escaping)."""
+    if isinstance(connection, RedisCluster):
+        return "cluster"
     return "fake" if type(connection).__module__.startswith("fakeredis") else "real"
+
+
+def _require_topology_binaries() -> None:
+    missing = binaries_missing()
+    if missing:
+        message = f"{' and '.join(missing)} not installed: no Redis Cluster or Sentinel can be started"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[Cluster]:
+    """A Redis Cluster shared by the session: 3 masters, 1 replica each. Never kill its nodes."""
+    _require_topology_binaries()
+    with Cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_connection(redis_cluster: Cluster) -> Iterator[RedisCluster]:
+    client = redis_cluster.client()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[SentinelSetup]:
+    """A Sentinel setup shared by the session (master, replica, 3 sentinels). Never fail it over."""
+    _require_topology_binaries()
+    with SentinelSetup() as setup:
+        yield setup
+
+
+@pytest.fixture
+def sentinel_connection(redis_sentinel: SentinelSetup) -> Iterator[redis.Redis]:
+    client = redis_sentinel.client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cluster_factory() -> Iterator[Callable[..., Cluster]]:
+    """Start private clusters (``Cluster(**kwargs)``) a test may break; all stopped after it."""
+    _require_topology_binaries()
+    with contextlib.ExitStack() as stack:
+        yield lambda **kwargs: stack.enter_context(Cluster(**kwargs))
+
+
+@pytest.fixture
+def sentinel_factory() -> Iterator[Callable[..., SentinelSetup]]:
+    """Start private Sentinel setups (``SentinelSetup(**kwargs)``) a test may fail over; stopped after it."""
+    _require_topology_binaries()
+    with contextlib.ExitStack() as stack:
+        yield lambda **kwargs: stack.enter_context(SentinelSetup(**kwargs))
 
 
 @pytest.fixture

@@ -16,11 +16,10 @@ import sys
 import threading
 from typing import Any
 
-import redis
-
 from ..protocol.keys import validate_queue_name
 from ..transport.connection import without_retries
-from .options import add_connection_options, checked
+from ..transport.urls import open_url
+from .options import add_connection_options, checked, connection_url
 
 #: Each scrape's Redis calls give up after this long (connect and read), well inside
 #: Prometheus's default scrape timeout of 10 s, and are not retried by redis-py.
@@ -44,8 +43,9 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         sys.stderr.write(f"echomq metrics serve: {exc}\n")
         return 2
-    client = redis.Redis.from_url(args.redis, socket_connect_timeout=SCRAPE_REDIS_TIMEOUT_S,
-                                  socket_timeout=SCRAPE_REDIS_TIMEOUT_S, **without_retries())
+    # Any URL of docs/deployment.md; a TLS URL checks the host name (docs/security.md).
+    client, close_client = open_url(connection_url(args), socket_connect_timeout=SCRAPE_REDIS_TIMEOUT_S,
+                                    socket_timeout=SCRAPE_REDIS_TIMEOUT_S, **without_retries())
     try:
         collector = QueueStateCollector(client, args.queue, prefix=args.prefix)
         try:
@@ -67,7 +67,7 @@ def serve(args: argparse.Namespace) -> int:
             server.close()
         return 0
     finally:
-        client.close()
+        close_client()
 
 
 def register(subparsers: Any) -> None:

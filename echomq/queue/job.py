@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from ..clock import system_clock
 from ..errors import InvalidInputError, JobNotFoundError, raise_for_code
@@ -22,6 +23,7 @@ from ..protocol.limits import DataLimits
 from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
 from ..protocol.states import LOOKUP_ORDER, STATES
 from ..transport.calls import refusals, run_script
+from ..transport.connection import queue_client
 from ..transport.scripts import script
 from ..types import Clock, EventReader, JobState
 from . import edits, operations, wait_finished
@@ -41,10 +43,10 @@ class Job:
     #: jobs it hands out its own ``max_data_bytes``/``max_data_depth``.
     data_limits: DataLimits = DataLimits()
 
-    def __init__(self, connection: redis.Redis, keys: QueueKeys, job_id: str, *, name: str = "",
+    def __init__(self, connection: redis.Redis | RedisCluster, keys: QueueKeys, job_id: str, *, name: str = "",
                  data: Any = None, opts: Mapping[str, Any] | None = None, timestamp: int = 0,
                  clock: Clock = system_clock) -> None:
-        self.connection = connection
+        self.connection: redis.Redis = queue_client(connection, keys.meta)
         self.keys = keys
         self.id = job_id
         self.name = name
@@ -73,7 +75,7 @@ class Job:
 
     # -- reading ------------------------------------------------------------------------------
     @classmethod
-    def from_hash(cls, connection: redis.Redis, keys: QueueKeys, job_id: Any, raw: Any, *,
+    def from_hash(cls, connection: redis.Redis | RedisCluster, keys: QueueKeys, job_id: Any, raw: Any, *,
                   opts: dict[str, Any] | None = None, data: Any = _UNREAD, clock: Clock = system_clock) -> Job:
         """Build a Job from an HGETALL reply (bytes or str, dict or flat list).
 
@@ -110,16 +112,17 @@ class Job:
         self.deferred_failure = fields.get("defa")
 
     @classmethod
-    def fetch(cls, connection: redis.Redis, keys: QueueKeys, job_id: str, *,
+    def fetch(cls, connection: redis.Redis | RedisCluster, keys: QueueKeys, job_id: str, *,
               clock: Clock = system_clock) -> Job | None:
         """The stored job, or None when its hash does not exist. An id that names a queue key
         (``meta``, ``events`` ..., docs/protocol.md §1.4) is never a job: None, without reading
         that key as one."""
         if names_queue_key(job_id) is not None:
             return None
+        client = queue_client(connection, keys.meta)
         with refusals("get_job", [keys.meta]):
-            raw = connection.hgetall(keys.job(job_id))
-        return cls.from_hash(connection, keys, job_id, raw, clock=clock) if raw else None
+            raw = client.hgetall(keys.job(job_id))
+        return cls.from_hash(client, keys, job_id, raw, clock=clock) if raw else None
 
     def reload(self) -> Job:
         raw = self.connection.hgetall(self.keys.job(self.id))

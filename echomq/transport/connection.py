@@ -20,6 +20,7 @@ import os
 import random
 import ssl
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -33,6 +34,7 @@ from redis.sentinel import SentinelConnectionPool
 from ..errors import ForkedProcessError, InvalidInputError
 from .cluster import SlotOwnerPool, close_cluster, copy_slot_pool, slot_owner_client
 from .sentinel import copy_sentinel_pool, is_sentinel_master
+from .tls import warn_if_unchecked
 from .urls import CLUSTER_SCHEMES, check_url, open_url, redact_url, scheme_of
 
 Connection: TypeAlias = "redis.Redis | RedisCluster | str"
@@ -78,6 +80,7 @@ def resolve_connection(connection: Connection) -> redis.Redis:
         assert isinstance(client, redis.Redis)
         return client
     if isinstance(connection, redis.Redis):
+        warn_if_unchecked(connection)
         return connection
     raise InvalidInputError(
         f"connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, got {type(connection).__name__}"
@@ -96,6 +99,32 @@ def open_connection(connection: Connection) -> redis.Redis | RedisCluster:
     raise InvalidInputError(
         f"connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, got {type(connection).__name__}"
     )
+
+
+_SHARED_ROUTES: weakref.WeakKeyDictionary[RedisCluster, Connections] = weakref.WeakKeyDictionary()
+_SHARED_ROUTES_LOCK = threading.Lock()
+
+
+def queue_client(client: redis.Redis | RedisCluster, route_key: str) -> redis.Redis:
+    """``client`` itself, or for a Redis Cluster the plain client of the master of
+    ``route_key``'s slot, shared by every caller of that cluster client (it lives as long as
+    the cluster client). For what takes a bare client rather than building
+    :class:`Connections`: a ``Job`` given a cluster talks to its queue's master like a Queue,
+    pipelines and MULTI included, whatever redis-py's cluster pipelines support."""
+    if not isinstance(client, RedisCluster):
+        return client
+    with _SHARED_ROUTES_LOCK:
+        connections = _SHARED_ROUTES.get(client)
+        if connections is None:
+            connections = _SHARED_ROUTES[client] = Connections(client)
+    return connections.routed(route_key)
+
+
+def uses_tls(client: redis.Redis) -> bool:
+    """True when ``client``'s connections are TLS (an SSL object must not be read by one
+    thread while another writes to it)."""
+    connection_class = getattr(client.connection_pool, "connection_class", None)
+    return isinstance(connection_class, type) and issubclass(connection_class, redis.SSLConnection)
 
 
 def close_any(client: redis.Redis | RedisCluster) -> None:
@@ -225,6 +254,8 @@ class Connections:
             self.source, close = open_url(connection)
             self._closers.append(close)
         elif isinstance(connection, (redis.Redis, RedisCluster)):
+            if isinstance(connection, redis.Redis):
+                warn_if_unchecked(connection)
             self.source = connection
         else:
             raise InvalidInputError("connection must be a redis.Redis, a redis.cluster.RedisCluster or a URL, "

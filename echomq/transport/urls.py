@@ -34,6 +34,7 @@ from redis.exceptions import RedisClusterException
 
 from ..errors import InvalidInputError
 from .cluster import close_cluster
+from .tls import url_client_options
 
 #: Every scheme a URL may have, by what it opens.
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
@@ -193,11 +194,10 @@ def open_url(url: str, **overrides: Any) -> tuple[redis.Redis | RedisCluster, Ca
     scheme = scheme_of(url)
     if scheme not in CLUSTER_SCHEMES + SENTINEL_SCHEMES:
         check_url(url)
-        client = redis.Redis.from_url(url, **overrides)
+        client = redis.Redis.from_url(url, **{**url_client_options(url), **overrides})
         return client, lambda: _close_redis(client)
     parsed = parse_topology_url(url)
-    if overrides:
-        parsed = replace(parsed, options={**parsed.options, **overrides})
+    parsed = replace(parsed, options={**url_client_options(url), **parsed.options, **overrides})
     auth = {k: v for k, v in (("username", parsed.username), ("password", parsed.password)) if v is not None}
     if parsed.kind == "cluster":
         return _open_cluster(parsed, auth)

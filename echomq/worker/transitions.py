@@ -21,6 +21,7 @@ from ..protocol.codec import decode_hash, encode_json, int_or_none, text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import keep_args
 from ..transport.calls import PinnedConnection, run_script
+from ..transport.connection import uses_tls
 from ..transport.scripts import BoundKeys, script
 from .options import WorkerOptions
 from .shared_pipe import SharedPipe
@@ -87,8 +88,10 @@ class Transitions:
         # server that stopped answering (interrupt_threads); filled once per thread, off the hot path.
         self._pinned: dict[int, PinnedConnection | SharedPipe] = {}
         # concurrency > 1: every thread's hot-path calls share one connection, batched while one
-        # is in flight (shared_pipe.py); one thread has nothing to batch and keeps its own.
-        self._shared = SharedPipe(client) if options.concurrency > 1 else None
+        # is in flight (shared_pipe.py); one thread has nothing to batch and keeps its own. Not
+        # over TLS: one thread writing while another reads the same SSL object is a race inside
+        # OpenSSL (seen as EAGAIN and lost replies), so each thread pins its own TLS socket.
+        self._shared = SharedPipe(client) if options.concurrency > 1 and not uses_tls(client) else None
         self._pinned_lock = threading.Lock()
         # Key lists bound once: the hot path only fills in the job's own keys.
         self._active = script("moveToActive").bind(keys)

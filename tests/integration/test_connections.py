@@ -10,7 +10,7 @@ import os
 import redis
 
 from echomq import JobScheduler, Queue, QueueEvents, Worker
-from echomq.transport.connection import close_client, dedicated_client
+from echomq.transport.connection import checkout, close_client, dedicated_client
 
 from support.workers import wait_until
 
@@ -102,7 +102,7 @@ def test_a_dedicated_client_keeps_its_own_timeout(connection: redis.Redis) -> No
         assert kwargs["socket_timeout"] == 15.0
         assert kwargs.get("orig_socket_timeout", 15.0) == 15.0  # not the source pool's 5 s
         blocking.ping()
-        conn = blocking.connection_pool.get_connection()
+        conn = checkout(blocking.connection_pool)
         try:
             assert conn.socket_timeout == 15.0
             assert getattr(conn, "orig_socket_timeout", 15.0) == 15.0

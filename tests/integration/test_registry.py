@@ -162,7 +162,7 @@ def test_bad_declarations_are_refused_naming_what_is_wrong() -> None:
         registry.worker("nope")
     with pytest.raises(InvalidInputError, match="must start with redis://"):
         JobRegistry("http://localhost")
-    with pytest.raises(InvalidInputError, match=r"a URL, a redis\.Redis, a redis\.cluster\.RedisCluster, or a function"):
+    with pytest.raises(InvalidInputError, match=r"a URL, a redis\.Redis, a redis\.cluster\.RedisCluster, or a func"):
         JobRegistry(42)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="job_context"):
         JobRegistry(job_context="app")  # type: ignore[arg-type]

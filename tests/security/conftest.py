@@ -138,7 +138,9 @@ class TLSServer:
 
     def client(self, **overrides: Any) -> redis.Redis:
         """A ``redis.Redis(ssl=True, ...)``: the TLS settings live only on this client object."""
-        kwargs: dict[str, Any] = {"host": "127.0.0.1", "port": self.port, "ssl": True, **self.tls_kwargs()}
+        # ssl_check_hostname: what docs/security.md tells a redis-py 5.x user to pass (the default from 6.0).
+        kwargs: dict[str, Any] = {"host": "127.0.0.1", "port": self.port, "ssl": True, "ssl_check_hostname": True,
+                                  **self.tls_kwargs()}
         kwargs.update(overrides)
         return redis.Redis(**kwargs)
 
