@@ -34,8 +34,8 @@ from redis.exceptions import NoPermissionError
 from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..transport.blocking import BlockingConnection
-from ..transport.calls import refusal
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard, without_retries
+from ..transport.refusals import refusal
 from ..types import Subscriber
 from .cursor import StreamCursor, info_dict
 from .delivery import deliver

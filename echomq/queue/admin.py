@@ -16,7 +16,8 @@ from ..errors import InvalidInputError, InvalidStateError
 from ..protocol.codec import text
 from ..protocol.keys import QueueKeys
 from ..protocol.states import CLEANABLE, COUNTED, canonical_state, state_key
-from ..transport.calls import refusals, run_script
+from ..transport.calls import run_script
+from ..transport.refusals import refusals
 from ..transport.scripts import script
 from ..types import Clock
 from .job import Job

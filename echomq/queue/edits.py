@@ -18,7 +18,8 @@ from ..protocol.codec import text
 from ..protocol.keys import QueueKeys
 from ..protocol.limits import DataLimits
 from ..protocol.options import PRIORITY_LIMIT, dumps_json
-from ..transport.calls import refusals, run_script
+from ..transport.calls import run_script
+from ..transport.refusals import refusals
 from ..transport.scripts import script
 
 

@@ -22,7 +22,7 @@ from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import MAX_SAFE_INTEGER
-from ..transport.calls import refusals
+from ..transport.refusals import refusals
 
 #: The longest rate-limit window (ms): a Worker's ``limiter`` has the same bound.
 MAX_DURATION_MS = 2**31 - 1

@@ -22,8 +22,9 @@ from ..protocol.keys import QueueKeys, names_queue_key
 from ..protocol.limits import DataLimits
 from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
 from ..protocol.states import LOOKUP_ORDER, STATES
-from ..transport.calls import refusals, run_script
+from ..transport.calls import run_script
 from ..transport.connection import queue_client
+from ..transport.refusals import refusals
 from ..transport.scripts import script
 from ..types import Clock, EventReader, JobState
 from . import edits, operations, wait_finished

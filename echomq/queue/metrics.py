@@ -17,7 +17,7 @@ from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import MAX_SAFE_INTEGER
-from ..transport.calls import refusals
+from ..transport.refusals import refusals
 
 #: What can be measured: the two finished states.
 METRIC_KINDS = ("completed", "failed")

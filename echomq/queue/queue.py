@@ -20,8 +20,9 @@ from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
-from ..transport.calls import refusals, run_calls
+from ..transport.calls import run_calls
 from ..transport.connection import Connection, Connections
+from ..transport.refusals import refusals
 from ..types import Clock, JobOptions
 from . import admin, edits, global_limits, metrics, operations
 from .enqueue import AddCall, AddPlanner, check_add_result, job_spec

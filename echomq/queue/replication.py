@@ -22,8 +22,8 @@ import redis
 
 from ..errors import InvalidInputError, ReplicationError
 from ..protocol.keys import QueueKeys
-from ..transport.calls import refusals
 from ..transport.connection import is_fake
+from ..transport.refusals import refusals
 
 
 def checked_replicas(replicas: object, timeout_ms: object) -> tuple[int, int]:

@@ -27,8 +27,9 @@ from ..protocol.codec import decode_hash, encode_json, encode_json_like_js, int_
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys, iteration_job_id
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import dumps_json, encode_job_options, validate_job_name
-from ..transport.calls import refusals, run_script
+from ..transport.calls import run_script
 from ..transport.connection import Connection, Connections
+from ..transport.refusals import refusals
 from ..transport.scripts import script
 from ..types import Clock, RepeatOptions
 from .dates import MAX_DATE_MS

@@ -34,8 +34,8 @@ from typing import Any
 import redis
 from redis.exceptions import NoPermissionError
 
-from .calls import refusal
 from .connection import BLOCK_SOCKET_MARGIN_S, CONNECTION_ERRORS, Connections, checkout, without_retries
+from .refusals import refusal
 
 log = logging.getLogger(__name__)
 

@@ -18,27 +18,28 @@ each path, the first call of a script for a pool's user is preceded by a check,
 every command the script calls, so a missing one is refused before anything is written. A
 refusal (the probe's, EVALSHA's, SCRIPT LOAD's, a key outside the user's patterns) is raised as
 :class:`~echomq.errors.PermissionDeniedError` naming the command and the key pattern the role
-needs (:func:`refusal`); the calls themselves only pay for it when an exception is raised.
+needs (``transport.refusals``); the calls themselves only pay for it when an exception is raised.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import socket
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
 from redis.client import Pipeline
-from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from ..errors import PermissionDeniedError
 from .connection import checkout
+from .refusals import CALLED_COMMAND, key_pattern, refusal
+from .reply_wait import await_reply
 from .scripts import LuaScript
 
 
@@ -57,73 +58,6 @@ _pack_command = _hiredis_packer()
 WINDOW = 256
 
 Call = tuple[LuaScript, Sequence[str], Sequence[Any]]
-
-# -- ACL refusals -------------------------------------------------------------------------------
-
-#: A script's command refused inside it (Redis 7.0 answers ERR, not NOPERM, from a script).
-_SCRIPT_REFUSAL = re.compile(r"user executing the script can't (run|access)", re.IGNORECASE)
-_NAMED_COMMAND = re.compile(r"'([^']+)' command")
-_SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
-_CALLED = re.compile(r"""redis\.p?call\(\s*["']([A-Za-z]+)["']""")
-
-
-def key_pattern(key: str) -> str:
-    """The ACL key pattern of ``key``'s queue, ``~<prefix>:{<queue>}:*`` (else ``~<key>``)."""
-    base, tag_end, _ = key.partition("}:")
-    return f"~{base}}}:*" if tag_end else f"~{key}"
-
-
-def refusal(exc: BaseException, command: str, keys: Sequence[str] = (), lua: LuaScript | None = None,
-            *, pattern: str = "", operation: str = "") -> PermissionDeniedError | None:
-    """``exc`` told as a :class:`PermissionDeniedError` when it is an ACL refusal, else None.
-
-    ``command`` is what was sent (``"evalsha"``, ``"xread"`` ...; ``""`` if unknown), ``keys``
-    its keys (the first names the queue's pattern unless ``pattern`` is given), ``lua`` the
-    script that ran, whose source names the command Redis refused inside it, ``operation`` what
-    the message starts with (default: the script or the command). Off the hot path: only called
-    with an exception in hand.
-    """
-    if isinstance(exc, PermissionDeniedError):
-        return exc
-    reason = str(exc)
-    in_script = bool(_SCRIPT_REFUSAL.search(reason))
-    if not (isinstance(exc, NoPermissionError) or in_script):
-        return None
-    refused = command.lower()
-    named = _NAMED_COMMAND.search(reason)
-    line = _SCRIPT_LINE.search(reason)
-    if named:
-        refused = named[1].lower()
-    elif in_script and lua is not None and line:
-        lines = lua.source.splitlines()
-        number = int(line[1])
-        called = _CALLED.search(lines[number - 1]) if 0 < number <= len(lines) else None
-        if called:
-            refused = called[1].lower()
-    pattern = pattern or (key_pattern(str(keys[0])) if keys else "")
-    where = f" (called by the script {lua.name})" if in_script and lua is not None else ""
-    if "key" in reason.lower() and not named:
-        needs = pattern or "a pattern covering its keys"
-        what = f"the ACL refused a key of {refused.upper() or 'the command'}{where}; the role needs {needs}"
-    else:
-        what = f"the ACL refused {refused.upper()}{where}; the role needs +{refused}"
-        what += f" (with keys {pattern})" if pattern else ""
-    if in_script:
-        what += "; the script stopped there and may have written part of its work"
-    operation = operation or (lua.name if lua is not None else refused)
-    return PermissionDeniedError(f"{operation}: {what} (docs/security.md; Redis said: {reason})",
-                                 command=refused, key_pattern=pattern)
-
-
-@contextlib.contextmanager
-def refusals(operation: str, keys: Sequence[str]) -> Iterator[None]:
-    """Plain commands (not scripts) about ``keys``' queue: an ACL refusal inside the block is
-    raised as a PermissionDeniedError that starts with ``operation``."""
-    try:
-        yield
-    except NoPermissionError as exc:
-        raise refusal(exc, "", keys, operation=operation) or exc from None
-
 
 # -- the check before a script's first call -------------------------------------------------------
 
@@ -158,7 +92,7 @@ def script_commands(lua: LuaScript) -> tuple[str, ...]:
     """Every command ``lua`` may call, as its source names them (``redis.call("XADD", ...)``)."""
     found = _COMMANDS.get(lua.sha)
     if found is None:
-        found = _COMMANDS[lua.sha] = tuple(sorted({name.lower() for name in _CALLED.findall(lua.source)}))
+        found = _COMMANDS[lua.sha] = tuple(sorted({name.lower() for name in CALLED_COMMAND.findall(lua.source)}))
     return found
 
 
@@ -264,10 +198,11 @@ class PinnedConnection:
     reconnects) and propagates to the caller's retry loop.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, spin_s: float = 0.0) -> None:
         self.pool = client.connection_pool
         self.conn: Any = None
         self._cleared = cleared_for(self.pool)
+        self._spin_s = spin_s  # poll this long for each reply before blocking (reply_wait.py)
 
     def __call__(self, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = lua.command(keys, args)
@@ -280,6 +215,8 @@ class PinnedConnection:
                 self._cleared.add(lua.sha)
             try:
                 _send(conn, command)
+                if self._spin_s:
+                    await_reply(conn, self._spin_s)
                 return conn.read_response()
             except NoScriptError:
                 conn.send_command("SCRIPT", "LOAD", lua.source)

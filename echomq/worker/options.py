@@ -106,6 +106,9 @@ class WorkerOptions:
     max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH
     #: ``{"maxDataPoints": n}`` to count finished jobs per minute (docs/protocol.md §1.2); None: none.
     metrics: Mapping[str, int] | None = None
+    #: At concurrency 1, how long (µs) the processing thread polls for each hot-path reply before
+    #: it sleeps on the socket (transport/reply_wait.py); 0 never spins. Unused above 1.
+    reply_spin_us: int = 100
     #: The two limits above, checked: a job whose stored data is over them fails unrun.
     data_limits: DataLimits = dataclasses.field(init=False, repr=False, compare=False, default=DataLimits())
 
@@ -116,6 +119,7 @@ class WorkerOptions:
         _at_least("lock_duration", self.lock_duration, 1, MAX_MS)
         _at_least("stalled_interval", self.stalled_interval, 1, MAX_MS)
         _at_least("max_stalled_count", self.max_stalled_count, 0)
+        _at_least("reply_spin_us", self.reply_spin_us, 0, 10_000)
         if self.lock_renew_time is not None:
             _at_least("lock_renew_time", self.lock_renew_time, 1, MAX_MS)
             if self.lock_renew_time >= self.lock_duration:

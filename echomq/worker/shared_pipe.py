@@ -28,8 +28,9 @@ from typing import Any
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from ..transport.calls import cleared_for, pack_one, preflight, refusal
+from ..transport.calls import cleared_for, pack_one, preflight
 from ..transport.connection import checkout
+from ..transport.refusals import refusal
 from ..transport.scripts import LuaScript
 
 

@@ -93,6 +93,8 @@ class Transitions:
         # OpenSSL (seen as EAGAIN and lost replies), so each thread pins its own TLS socket.
         self._shared = SharedPipe(client) if options.concurrency > 1 and not uses_tls(client) else None
         self._pinned_lock = threading.Lock()
+        # One processing thread: poll briefly for each reply rather than sleep (reply_wait.py).
+        self._spin_s = options.reply_spin_us / 1e6 if options.concurrency == 1 else 0.0
         # Key lists bound once: the hot path only fills in the job's own keys.
         self._active = script("moveToActive").bind(keys)
         self._finished: dict[str, BoundKeys] = {
@@ -106,7 +108,7 @@ class Transitions:
     def _run(self, bound: BoundKeys, keys: Sequence[str], args: Sequence[Any]) -> Any:
         pinned = getattr(self._local, "pinned", None)
         if pinned is None:
-            pinned = self._local.pinned = self._shared or PinnedConnection(self.client)
+            pinned = self._local.pinned = self._shared or PinnedConnection(self.client, spin_s=self._spin_s)
             with self._pinned_lock:
                 self._pinned[threading.get_ident()] = pinned
         return pinned(bound.script, keys, args)

@@ -108,6 +108,7 @@ class Worker:
         max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
         max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
         listeners: Sequence[WorkerListener] | None = None,
+        reply_spin_us: int = 100,
     ) -> None:
         processor = as_processor(processor, queue_name)  # a mapping routes by job name (routing.py)
         self.options = options = WorkerOptions(
@@ -116,7 +117,7 @@ class Worker:
             drain_delay=drain_delay, limiter=limiter, skip_stalled_check=skip_stalled_check,
             remove_on_complete=remove_on_complete, remove_on_fail=remove_on_fail,
             backoff_strategy=backoff_strategy, clock=clock, max_data_bytes=max_data_bytes,
-            max_data_depth=max_data_depth, metrics=metrics,
+            max_data_depth=max_data_depth, metrics=metrics, reply_spin_us=reply_spin_us,
         )
         self.keys = QueueKeys(queue_name, prefix)
         self._listeners = ListenerSet(listeners, queue_name)

@@ -127,3 +127,30 @@ def test_a_lock_taken_away_is_found_with_other_threads_busy(connection: redis.Re
         assert wait_until(lambda: recorder.lost == [victim], timeout=5)
     assert connection.zscore(k.completed, victim) is None
     assert _s(connection.get(k.job_lock(victim))) == "another-worker:1"
+
+
+def test_a_spinning_single_thread_and_a_sleeping_one_finish_the_same_jobs(connection: redis.Redis,
+                                                                         queue_name: str) -> None:
+    # reply_spin_us only changes how the reply is waited for, never what is sent or read.
+    queue = Queue(connection, queue_name)
+    queue.add_bulk([("n", {"i": i}) for i in range(40)])
+    seen: list[int] = []
+    for spin in (100, 0):
+        worker = Worker(connection, queue_name, lambda job: seen.append(job.data["i"]), reply_spin_us=spin)
+        try:
+            worker.run(burst=True)
+        finally:
+            worker.close()
+        if spin:
+            queue.add_bulk([("n", {"i": i}) for i in range(40, 80)])
+    assert sorted(seen) == list(range(80))
+    assert queue.get_job_counts("completed")["completed"] == 80
+
+
+def test_a_bad_reply_spin_is_refused_by_name(connection: redis.Redis, queue_name: str) -> None:
+    import pytest
+
+    from echomq import InvalidInputError
+    for bad in (-1, 10_001, 1.5, True, "100"):
+        with pytest.raises(InvalidInputError, match=r"reply_spin_us="):
+            Worker(connection, queue_name, lambda job: None, reply_spin_us=bad)
