@@ -4,34 +4,19 @@ URL; a client the caller passed in stays open. Dedicated clients keep their own 
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import redis
 
 from echomq import JobScheduler, Queue, QueueEvents, Worker
 from echomq.transport.connection import checkout, close_client, dedicated_client
 
+from support.sockets import own_tcp_sockets
 from support.workers import wait_until
 
 
 def _own_ports() -> set[int]:
-    """The local TCP ports of this process's sockets (Linux /proc): a connection the server
-    lists from one of them is this test process's, not a subprocess's still shutting down."""
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table, encoding="ascii") as lines:
-            for line in list(lines)[1:]:
-                fields = line.split()
-                if fields[9] in inodes:
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+    """The local TCP ports of this process's sockets: a connection the server lists from one of
+    them is this test process's, not a subprocess's still shutting down."""
+    return {sock.local_port for sock in own_tcp_sockets()}
 
 
 def connected(client: redis.Redis) -> int:

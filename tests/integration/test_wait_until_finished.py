@@ -104,7 +104,9 @@ def test_the_timeout_is_a_bound_whatever_the_readers_block(connection: redis.Red
 
 def test_a_job_removed_by_its_completion_while_waiting_still_answers(connection: redis.Redis, queue_name: str,
                                                                     reader: QueueEvents) -> None:
-    job = Queue(connection, queue_name).add("double", {"n": 5}, remove_on_complete=True)
+    # Delayed so that it finishes after the wait began, however fast the worker: a job removed
+    # before the call is the next test's case (not found).
+    job = Queue(connection, queue_name).add("double", {"n": 5}, remove_on_complete=True, delay=300)
     with _worker(connection, queue_name):
         assert job.wait_until_finished(reader, timeout=10) == {"doubled": 10}
     assert not connection.exists(QueueKeys(queue_name).job(job.id))
