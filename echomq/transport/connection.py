@@ -20,7 +20,6 @@ import os
 import random
 import ssl
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -101,7 +100,10 @@ def open_connection(connection: Connection) -> redis.Redis | RedisCluster:
     )
 
 
-_SHARED_ROUTES: weakref.WeakKeyDictionary[RedisCluster, Connections] = weakref.WeakKeyDictionary()
+#: Where a cluster client keeps its slots' shared clients: on itself, because a slot client
+#: references its cluster (the node settings it copies carry the cluster's connect hook), and a
+#: table outside would keep both alive; as an attribute they form a cycle the collector frees.
+_SHARED_ROUTES_ATTRIBUTE = "_echomq_slot_clients"
 _SHARED_ROUTES_LOCK = threading.Lock()
 
 
@@ -113,11 +115,14 @@ def queue_client(client: redis.Redis | RedisCluster, route_key: str) -> redis.Re
     pipelines and MULTI included, whatever redis-py's cluster pipelines support."""
     if not isinstance(client, RedisCluster):
         return client
+    keyslot: Any = client.keyslot  # untyped in redis-py
+    slot = int(keyslot(route_key))
     with _SHARED_ROUTES_LOCK:
-        connections = _SHARED_ROUTES.get(client)
-        if connections is None:
-            connections = _SHARED_ROUTES[client] = Connections(client)
-    return connections.routed(route_key)
+        by_slot: dict[int, redis.Redis] = vars(client).setdefault(_SHARED_ROUTES_ATTRIBUTE, {})
+        routed = by_slot.get(slot)
+        if routed is None:
+            routed = by_slot[slot] = slot_owner_client(client, route_key)
+    return routed
 
 
 def uses_tls(client: redis.Redis) -> bool:
