@@ -47,6 +47,7 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 from support.fake_tcp import tcp_fake_server
+from support.queue_keys import delete_queue_keys
 from support.redis_versions import min_redis_gate  # noqa: F401  (autouse: the min_redis marker)
 from support.servers import RedisServer, free_port, ping
 from support.topologies import Cluster, SentinelSetup, binaries_missing
@@ -182,15 +183,6 @@ def url_connection(server_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-def _delete_queue_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
-    pattern = f"{prefix}:\\{{{queue_name}\\}}:*"
-    # on a cluster, every master (a stray key without the hash tag would sit in another slot)
-    scan = {"target_nodes": RedisCluster.PRIMARIES} if isinstance(client, RedisCluster) else {}
-    batch = list(client.scan_iter(match=pattern, count=1000, **scan))
-    for start in range(0, len(batch), 500):
-        client.delete(*batch[start : start + 500])
-
-
 @pytest.fixture
 def real_connection(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
@@ -285,4 +277,4 @@ def queue_name(request: pytest.FixtureRequest) -> Iterator[str]:
         if fixture in request.fixturenames:
             client = request.getfixturevalue(fixture)
             with contextlib.suppress(redis.RedisError):
-                _delete_queue_keys(client, "emq", name)
+                delete_queue_keys(client, name)

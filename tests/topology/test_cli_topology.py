@@ -18,6 +18,7 @@ from redis.cluster import RedisCluster
 from echomq import Queue
 from echomq.cli import main
 
+from support.queue_keys import delete_queue_keys
 from support.topologies import Cluster, SentinelSetup
 from support.worker_cli import WorkerCommand, add_jobs
 
@@ -35,8 +36,7 @@ def two_slots(cluster_connection: RedisCluster, queue_name: str) -> Iterator[tup
                   if cluster_connection.get_node_from_key(f"emq:{{{first}-{n}}}:meta") != owner)
     yield first, second
     for queue in (first, second):
-        for key in cluster_connection.scan_iter(match=f"emq:{{{queue}}}:*"):
-            cluster_connection.delete(key)
+        delete_queue_keys(cluster_connection, queue)
 
 
 def test_worker_on_a_cluster_url_serves_queues_on_two_masters(
@@ -105,8 +105,7 @@ def test_worker_on_a_sentinel_url(redis_sentinel: SentinelSetup, sentinel_connec
             assert command.wait(60) == 0, command.stderr
         assert _completed(sentinel_connection, queue_name) == 9
     finally:
-        for key in sentinel_connection.scan_iter(match=f"emq:{{{queue_name}}}:*"):
-            sentinel_connection.delete(key)
+        delete_queue_keys(sentinel_connection, queue_name)
 
 
 def test_worker_on_an_unreachable_cluster_says_so_in_one_line() -> None:

@@ -14,6 +14,7 @@ from echomq import EventType, JobScheduler, Queue, QueueEvents, Worker
 from echomq.errors import InvalidInputError
 from echomq.protocol.keys import QueueKeys
 
+from support.queue_keys import delete_queue_keys
 from support.sockets import open_sockets_to
 from support.topologies import Cluster
 from support.workers import wait_until
@@ -76,8 +77,7 @@ def test_a_flow_in_one_queue_is_atomic_and_a_flow_across_slots_is_refused_before
         assert parent.id is not None
     finally:
         queue.close()
-        for key in cluster_connection.scan_iter(match=f"emq:{{{other}}}:*"):
-            cluster_connection.delete(key)
+        delete_queue_keys(cluster_connection, other)
 
 
 def test_a_cluster_url_builds_everything_it_needs_and_close_leaves_no_socket_open(
@@ -101,8 +101,7 @@ def test_a_cluster_url_builds_everything_it_needs_and_close_leaves_no_socket_ope
     assert wait_until(lambda: open_sockets_to(ports) <= baseline, timeout=5), open_sockets_to(ports)
     cleanup = redis_cluster.client()
     try:
-        for key in cleanup.scan_iter(match=f"emq:{{{queue_name}}}:*"):
-            cleanup.delete(key)
+        delete_queue_keys(cleanup, queue_name)
     finally:
         cleanup.close()
 
@@ -137,5 +136,4 @@ def test_the_metrics_collector_and_schedules_sync_route_each_queue_to_its_own_sl
                 assert schedules.count() == 1
     finally:
         for name in names:
-            for key in cluster_connection.scan_iter(match=f"emq:{{{name}}}:*"):
-                cluster_connection.delete(key)
+            delete_queue_keys(cluster_connection, name)

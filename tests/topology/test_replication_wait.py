@@ -13,6 +13,7 @@ import redis
 
 from echomq import Queue, ReplicationError
 
+from support.queue_keys import delete_queue_keys
 from support.topologies import SentinelSetup
 
 
@@ -35,8 +36,7 @@ def test_every_add_is_on_the_replica_when_it_returns(redis_sentinel: SentinelSet
         assert replica.hget(f"emq:{{{queue_name}}}:{root.id}", "name") == b"parent"
     finally:
         replica.close()
-        for key in sentinel_connection.scan_iter(match=f"emq:{{{queue_name}}}:*"):
-            sentinel_connection.delete(key)
+        delete_queue_keys(sentinel_connection, queue_name)
 
 
 def test_more_replicas_than_exist_times_out_with_the_job_kept(sentinel_connection: redis.Redis,
@@ -50,5 +50,4 @@ def test_more_replicas_than_exist_times_out_with_the_job_kept(sentinel_connectio
         assert (caught.value.acknowledged, caught.value.required) == (1, 2)
         assert queue.get_job("only-one-copy") is not None
     finally:
-        for key in sentinel_connection.scan_iter(match=f"emq:{{{queue_name}}}:*"):
-            sentinel_connection.delete(key)
+        delete_queue_keys(sentinel_connection, queue_name)

@@ -18,6 +18,7 @@ from echomq.transport.calls import PinnedConnection
 from echomq.transport.connection import Connections, dedicated_client
 from echomq.transport.scripts import script
 
+from support.queue_keys import delete_queue_keys
 from support.sockets import open_sockets_to
 from support.topologies import SentinelSetup
 from support.workers import wait_until
@@ -57,8 +58,7 @@ def test_worker_events_and_scheduler_run_on_a_master_for_client(sentinel_connect
         events.close()
         schedules.close()
         queue.close()
-        for key in sentinel_connection.scan_iter(match=f"emq:{{{queue_name}}}:*"):
-            sentinel_connection.delete(key)
+        delete_queue_keys(sentinel_connection, queue_name)
 
 
 def test_a_sentinel_url_is_owned_and_close_leaves_no_socket_open(redis_sentinel: SentinelSetup,
@@ -80,8 +80,7 @@ def test_a_sentinel_url_is_owned_and_close_leaves_no_socket_open(redis_sentinel:
     assert wait_until(lambda: open_sockets_to(ports) <= baseline, timeout=5), open_sockets_to(ports)
     client = redis_sentinel.client()
     try:
-        for key in client.scan_iter(match=f"emq:{{{queue_name}}}:*"):
-            client.delete(key)
+        delete_queue_keys(client, queue_name)
     finally:
         client.close()
 
