@@ -1,7 +1,9 @@
 --[[
   moveToFinished: an active job completed, or failed for good; optionally fetch the next job.
 
-  The lock must be ours (released here, the id leaves "stalled"). Flow bookkeeping runs before
+  The lock must be ours (released here, the id leaves "stalled"). Everything that can refuse
+  (a missing job, pending or failed children, an atm or events cap that is not an integer, the
+  lock, the active list) is found before anything is written. Flow bookkeeping runs before
   the job's own event (docs/protocol.md §3.6). atm + 1. Kept jobs go to completed/failed (score finishedOn) with
   returnvalue or failedReason and finishedOn (defa is cleared on failure); keep count 0
   deletes the job instead. Then auto-removal by age/count (no events), the events, and, when
@@ -39,13 +41,15 @@
     -9 failed children
 
   Events: parent "waiting" prev=waiting-children (or "delayed"); "completed" (jobId,
-    returnvalue, prev=active) or "failed" (jobId, failedReason, prev=active);
+    returnvalue, prev=active) or "failed" (jobId, failedReason, prev=active), capped: the
+    trim for every uncapped write;
     "retries-exhausted" (jobId, attemptsMade) when failed and atm >= attempts; then from
     fetch next "waiting" prev=delayed / "active"; "drained" when nothing was fetched and wait,
     active and prioritized are empty and no delayed job exists (docs/protocol.md §3.4).
 ]]
--- @include "trimEvents"
+-- @include "getOrSetMaxEvents"
 -- @include "releaseActiveJob"
+-- @include "updateJobFieldsFromJson"
 -- @include "updateParentOnChildFinished"
 -- @include "removeJobKeys"
 -- @include "removeFinishedJobs"
@@ -69,7 +73,10 @@ if ARGV[18] ~= nil and ARGV[18] ~= "" and not (isSafeInteger(maxMetricsPoints) a
   return redis.error_reply("ERR moveToFinished: the metrics data points must be an integer >= 1 within 2^53")
 end
 
-if redis.call("EXISTS", jobKey) == 0 then
+-- One read of the job for what follows: its flow parent, deduplication id and attempts made;
+-- "timestamp" (every producer writes it) stands in for EXISTS, which runs only without it.
+local attrs = redis.call("HMGET", jobKey, "parentKey", "parent", "deid", "atm", "timestamp")
+if not attrs[5] and redis.call("EXISTS", jobKey) == 0 then
   return -1
 end
 if target == "completed"
@@ -80,15 +87,24 @@ if target == "completed"
   end
   return -9
 end
+-- the attempts made so far, as the fields the worker sends (a repaired atm) leave them
+local attemptsMade = tonumber((ARGV[13] ~= "" and fieldFromJson(ARGV[13], "atm")) or attrs[4] or 0)
+if not isSafeInteger(attemptsMade) then
+  return redis.error_reply("ERR moveToFinished: the job's atm is not an integer")
+end
+attemptsMade = attemptsMade + 1
+-- meta read once: the events cap here, the limiter, pause and concurrency for fetch next
+local meta = redis.call("HMGET", KEYS[9], "opts.maxLenEvents", "max", "duration", "paused", "concurrency")
+local storedCap = tonumber(meta[1])
+if meta[1] and not (isSafeInteger(storedCap) and storedCap >= 0) then
+  return redis.error_reply("ERR moveToFinished: the queue's opts.maxLenEvents is not an integer >= 0")
+end
 local code = releaseActiveJob(jobKey, KEYS[2], KEYS[5], ARGV[8], jobId, ARGV[13])
 if code < 0 then
   return code
 end
--- meta read once: the events cap here, the limiter, pause and concurrency for fetch next
-local meta = redis.call("HMGET", KEYS[9], "opts.maxLenEvents", "max", "duration", "paused", "concurrency")
-trimEvents(KEYS[9], KEYS[4], meta[1])
+local eventsCap = eventsCapArg(KEYS[9], meta[1])
 
-local attrs = redis.call("HMGET", jobKey, "parentKey", "parent", "deid")
 if attrs[3] then
   local dedupKey = prefix .. "de:" .. attrs[3]
   if redis.call("GET", dedupKey) == jobId then
@@ -97,10 +113,9 @@ if attrs[3] then
 end
 updateParentOnChildFinished(jobKey, attrs[1], attrs[2], target, ARGV[4], timestamp)
 
-local attemptsMade = redis.call("HINCRBY", jobKey, "atm", "1")
 if keepCount ~= 0 then
   redis.call("ZADD", KEYS[11], timestamp, jobId)
-  redis.call("HSET", jobKey, ARGV[3], ARGV[4], "finishedOn", timestamp)
+  redis.call("HSET", jobKey, ARGV[3], ARGV[4], "finishedOn", timestamp, "atm", attemptsMade)
   if target == "failed" then
     redis.call("HDEL", jobKey, "defa")
   end
@@ -109,7 +124,9 @@ else
   removeJobKeys(jobKey)
 end
 
-redis.call("XADD", KEYS[4], "*", "event", target, "jobId", jobId, ARGV[3], ARGV[4], "prev", "active")
+-- the queue's one capped write here trims the stream for the uncapped ones of every script
+redis.call("XADD", KEYS[4], "MAXLEN", "~", eventsCap, "*", "event", target, "jobId", jobId, ARGV[3], ARGV[4],
+  "prev", "active")
 if target == "failed" and attemptsMade >= (tonumber(ARGV[12]) or 0) then
   redis.call("XADD", KEYS[4], "*", "event", "retries-exhausted", "jobId", jobId,
     "attemptsMade", attemptsMade)

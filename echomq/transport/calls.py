@@ -39,7 +39,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from ..errors import PermissionDeniedError
 from .connection import checkout
 from .refusals import CALLED_COMMAND, key_pattern, refusal
-from .reply_wait import await_reply
+from .reply_wait import ReplySpin
 from .scripts import LuaScript
 
 
@@ -202,7 +202,8 @@ class PinnedConnection:
         self.pool = client.connection_pool
         self.conn: Any = None
         self._cleared = cleared_for(self.pool)
-        self._spin_s = spin_s  # poll this long for each reply before blocking (reply_wait.py)
+        # poll up to spin_s for each reply before blocking (reply_wait.py); None: never
+        self._spin = ReplySpin(spin_s) if spin_s > 0 else None
 
     def __call__(self, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = lua.command(keys, args)
@@ -215,8 +216,8 @@ class PinnedConnection:
                 self._cleared.add(lua.sha)
             try:
                 _send(conn, command)
-                if self._spin_s:
-                    await_reply(conn, self._spin_s)
+                if self._spin is not None:
+                    self._spin.wait(conn)
                 return conn.read_response()
             except NoScriptError:
                 conn.send_command("SCRIPT", "LOAD", lua.source)

@@ -108,7 +108,7 @@ class WorkerOptions:
     metrics: Mapping[str, int] | None = None
     #: At concurrency 1, how long (µs) the processing thread polls for each hot-path reply before
     #: it sleeps on the socket (transport/reply_wait.py); 0 never spins. Unused above 1.
-    reply_spin_us: int = 100
+    reply_spin_us: int = 250
     #: The two limits above, checked: a job whose stored data is over them fails unrun.
     data_limits: DataLimits = dataclasses.field(init=False, repr=False, compare=False, default=DataLimits())
 

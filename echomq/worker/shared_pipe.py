@@ -3,11 +3,13 @@
 
 Each job costs Redis a request of its own on top of the script: a read, a reply write and an
 event-loop turn, about as much again as a short script. With one connection per thread, ten
-threads finishing ten jobs cost ten of those. Here every thread writes its call at once (under
-a send lock, so the order of the writes is the order of the replies), and one of the waiting
+threads finishing ten jobs cost ten of those. Here every thread queues its packed call (the
+order of the queue is the order of the replies) and the one that found nobody writing writes
+everything queued, in one send per turn, until the queue is empty: threads that finish while a
+send is under way never wait for it, and their calls go out together. One of the waiting
 threads reads: it answers each reply's caller in turn until its own comes, then hands the
 reading on to the next caller still waiting. Redis finds several calls in one read and sends
-their replies in one write; no call waits for another to be sent.
+their replies in one write.
 
 Each call keeps its own outcome: its reply, its error reply (a refusal, NOSCRIPT, a failing
 script) or, when the connection fails, that error for every call in flight on it, so each
@@ -59,9 +61,10 @@ class SharedPipe:
         self.pool = client.connection_pool
         self.conn: Any = None
         self._cleared = cleared_for(self.pool)
-        self._send = threading.Lock()  # one writer at a time: writes in the order of _in_flight
-        self._state = threading.Lock()  # _in_flight, _reading, conn, _generation
+        self._state = threading.Lock()  # _in_flight, _outbox, _writing, _reading, conn, _generation
         self._in_flight: deque[_Call] = deque()
+        self._outbox: list[bytes] = []  # packed calls not written yet, in the order of _in_flight
+        self._writing = False  # a thread writes the outbox (or is about to)
         self._reading = False  # a thread reads replies (or is about to)
         self._generation = 0  # bumped when a connection is lost: its calls are over
 
@@ -87,25 +90,30 @@ class SharedPipe:
 
     def _round_trip(self, command: tuple[Any, ...]) -> Any:
         call = _Call()
-        with self._send:
+        conn = self.conn
+        if conn is None:
             with self._state:
-                if self.conn is None:
-                    self.conn = checkout(self.pool)
-                call.conn, call.generation = self.conn, self._generation
-                self._in_flight.append(call)
-                read = not self._reading
-                if read:
-                    self._reading = True
-                else:
-                    call.wake = threading.Lock()
-                    call.wake.acquire()
-            try:
-                call.conn.send_packed_command([pack_one(call.conn, command)], check_health=False)
-            except BaseException as exc:
-                lost = exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(f"send cut: {exc!r}")
-                self._lose(call.generation, lost)
-                if not isinstance(exc, redis.RedisError):
-                    raise
+                conn = self.conn = self.conn or checkout(self.pool)
+        # Packed outside the lock by whichever connection is current: every connection of the
+        # pool encodes alike, so the bytes suit the one the call goes out on.
+        packed = pack_one(conn, command)
+        with self._state:
+            if self.conn is None:
+                self.conn = checkout(self.pool)
+            call.conn, call.generation = self.conn, self._generation
+            self._in_flight.append(call)
+            self._outbox.append(packed)
+            write = not self._writing
+            if write:
+                self._writing = True
+            read = not self._reading
+            if read:
+                self._reading = True
+            else:
+                call.wake = threading.Lock()
+                call.wake.acquire()
+        if write:
+            self._write_out(call.conn, call.generation)
         if call.wake is not None:
             call.wake.acquire()  # answered, or handed the reading with this call still waiting
         if not call.answered:
@@ -113,6 +121,26 @@ class SharedPipe:
         if call.error is not None:
             raise call.error
         return call.reply
+
+    def _write_out(self, conn: Any, generation: int) -> None:
+        """Write the outbox, one send for all that is queued, until nothing is left; then let the
+        next caller write. A failed send fails every call in flight (``_lose``)."""
+        while True:
+            with self._state:
+                if self._generation != generation:
+                    return  # lost meanwhile: the outbox went with it, and the writing is free
+                if not self._outbox:
+                    self._writing = False
+                    return
+                queued, self._outbox = self._outbox, []
+            try:
+                conn.send_packed_command([queued[0] if len(queued) == 1 else b"".join(queued)], check_health=False)
+            except BaseException as exc:
+                lost = exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(f"send cut: {exc!r}")
+                self._lose(generation, lost)
+                if not isinstance(exc, redis.RedisError):
+                    raise
+                return
 
     def _read_until(self, mine: _Call) -> None:
         """Read replies in order, answering each caller, until ``mine`` is answered; then hand
@@ -161,7 +189,8 @@ class SharedPipe:
                 call.error, call.answered = exc, True
                 self._wake(call)
             self._in_flight.clear()
-            self._reading = False
+            self._outbox.clear()
+            self._reading = self._writing = False
         if conn is not None:
             conn.disconnect()
 

@@ -108,7 +108,7 @@ class Worker:
         max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
         max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
         listeners: Sequence[WorkerListener] | None = None,
-        reply_spin_us: int = 100,
+        reply_spin_us: int = 250,
     ) -> None:
         processor = as_processor(processor, queue_name)  # a mapping routes by job name (routing.py)
         self.options = options = WorkerOptions(
