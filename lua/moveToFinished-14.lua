@@ -62,11 +62,14 @@ local jobId = ARGV[1]
 local timestamp = ARGV[2]
 local target = ARGV[5]
 local prefix = ARGV[7]
-local keepCount = tonumber(ARGV[9]) or -1
-local keepAge = tonumber(ARGV[10])
-local keepLimit = tonumber(ARGV[11]) or 1000
-if not (isSafeInteger(keepCount) and isSafeInteger(keepLimit) and (keepAge == nil or isSafeInteger(keepAge))) then
-  return redis.error_reply("ERR moveToFinished: the keep count, age and limit must be integers within 2^53")
+local keepCount, keepAge, keepLimit = -1, nil, 1000
+if ARGV[9] ~= "-1" or ARGV[10] ~= "" or ARGV[11] ~= "" then  -- else the default, keep all: nothing to parse
+  keepCount = tonumber(ARGV[9]) or -1
+  keepAge = tonumber(ARGV[10])
+  keepLimit = tonumber(ARGV[11]) or 1000
+  if not (isSafeInteger(keepCount) and isSafeInteger(keepLimit) and (keepAge == nil or isSafeInteger(keepAge))) then
+    return redis.error_reply("ERR moveToFinished: the keep count, age and limit must be integers within 2^53")
+  end
 end
 local maxMetricsPoints = tonumber(ARGV[18])
 if ARGV[18] ~= nil and ARGV[18] ~= "" and not (isSafeInteger(maxMetricsPoints) and maxMetricsPoints >= 1) then
@@ -95,15 +98,14 @@ end
 attemptsMade = attemptsMade + 1
 -- meta read once: the events cap here, the limiter, pause and concurrency for fetch next
 local meta = redis.call("HMGET", KEYS[9], "opts.maxLenEvents", "max", "duration", "paused", "concurrency")
-local storedCap = tonumber(meta[1])
-if meta[1] and not (isSafeInteger(storedCap) and storedCap >= 0) then
+local eventsCap = eventsCapArg(KEYS[9], meta[1])
+if not eventsCap then
   return redis.error_reply("ERR moveToFinished: the queue's opts.maxLenEvents is not an integer >= 0")
 end
 local code = releaseActiveJob(jobKey, KEYS[2], KEYS[5], ARGV[8], jobId, ARGV[13])
 if code < 0 then
   return code
 end
-local eventsCap = eventsCapArg(KEYS[9], meta[1])
 
 if attrs[3] then
   local dedupKey = prefix .. "de:" .. attrs[3]

@@ -38,6 +38,8 @@ def encode_json_like_js(value: Any) -> str:
     """JSON as ``JSON.stringify`` writes it: NaN and the infinities become ``null``. A str
     holding a lone surrogate (a processor may return what it decoded) is written with
     ``\\uXXXX`` escapes: it is not UTF-8, so it could not be sent as it is."""
+    if value is None:  # what most processors return
+        return "null"
     try:
         encoded = _ENCODER.encode(value)
     except ValueError:
@@ -102,7 +104,10 @@ def int_or_none(raw: str | None) -> int | None:
     """A stored integer (``"5"``, also ``"5.0"``); None when absent, empty or not a number."""
     if not raw:
         return None
-    number = _number(raw)
+    try:
+        return int(raw)  # what the scripts write: tried first, without a second call
+    except ValueError:
+        number = _number(raw)
     if number is None or number.__class__ is int:
         return number
     return int(number) if math.isfinite(number) else None

@@ -9,7 +9,7 @@ operators and tests.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.cluster import RedisCluster
@@ -23,7 +23,7 @@ from ..protocol.limits import DataLimits
 from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
 from ..protocol.states import LOOKUP_ORDER, STATES
 from ..transport.calls import run_script
-from ..transport.connection import queue_client
+from ..transport.connection import is_cluster_client, queue_client
 from ..transport.refusals import refusals
 from ..transport.scripts import script
 from ..types import Clock, EventReader, JobState
@@ -47,15 +47,8 @@ class Job:
     def __init__(self, connection: redis.Redis | RedisCluster, keys: QueueKeys, job_id: str, *, name: str = "",
                  data: Any = None, opts: Mapping[str, Any] | None = None, timestamp: int = 0,
                  clock: Clock = system_clock) -> None:
-        self.connection: redis.Redis = queue_client(connection, keys.meta)
-        self.keys = keys
-        self.id = job_id
-        self.name = name
-        self.data = data
-        self.raw_opts: dict[str, Any] = dict(opts) if opts else {}
-        self._opts: dict[str, Any] | None = None
-        self.clock = clock
-        self.timestamp = timestamp
+        self._identify(connection, keys, job_id, name, data, opts, timestamp, clock)
+        # A job not read from a hash yet: what its options say, and a fresh attempt count.
         self.delay = job_hash.option_int(self.raw_opts.get("delay")) or 0
         self.priority = job_hash.option_int(self.raw_opts.get("priority")) or 0
         self.progress: Any = 0
@@ -74,6 +67,22 @@ class Job:
         self.parent: dict[str, Any] | None = None
         self.deferred_failure: str | None = None
 
+    def _identify(self, connection: redis.Redis | RedisCluster, keys: QueueKeys, job_id: str, name: str, data: Any,
+                  opts: Mapping[str, Any] | None, timestamp: int, clock: Clock) -> None:
+        """What every Job has whether or not it was read from a hash (the rest: ``__init__``'s
+        defaults, or ``_apply`` for a stored job)."""
+        # (keys.meta builds a string: only a cluster client needs it, to find the queue's slot)
+        self.connection: redis.Redis = (queue_client(connection, keys.meta) if is_cluster_client(connection)
+                                        else cast(redis.Redis, connection))
+        self.keys = keys
+        self.id = job_id
+        self.name = name
+        self.data = data
+        self.raw_opts: dict[str, Any] = dict(opts) if opts else {}
+        self._opts: dict[str, Any] | None = None
+        self.clock = clock
+        self.timestamp = timestamp
+
     # -- reading ------------------------------------------------------------------------------
     @classmethod
     def from_hash(cls, connection: redis.Redis | RedisCluster, keys: QueueKeys, job_id: Any, raw: Any, *,
@@ -86,10 +95,11 @@ class Job:
         opts that are not a JSON object read as ``{}``, a number that is not one as absent.
         """
         fields = raw if raw.__class__ is dict and _all_str(raw) else decode_hash(raw)
-        job = cls(connection, keys, text(job_id), name=fields.get("name", ""),
-                  data=job_hash.json_field(fields, "data", {}) if data is _UNREAD else data,
-                  opts=job_hash.stored_opts(fields) if opts is None else opts,
-                  timestamp=int_or_none(fields.get("timestamp")) or 0, clock=clock)
+        job = cls.__new__(cls)  # __init__'s defaults would all be replaced by the hash's fields
+        job._identify(connection, keys, text(job_id), fields.get("name", ""),
+                      job_hash.json_field(fields, "data", {}) if data is _UNREAD else data,
+                      job_hash.stored_opts(fields) if opts is None else opts,
+                      int_or_none(fields.get("timestamp")) or 0, clock)
         job._apply(fields)
         return job
 

@@ -22,7 +22,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -107,21 +107,37 @@ _SHARED_ROUTES_ATTRIBUTE = "_echomq_slot_clients"
 _SHARED_ROUTES_LOCK = threading.Lock()
 
 
+#: Whether a client class is a cluster client's, learnt once per class (see is_cluster_client).
+_CLUSTER_CLASSES: dict[type, bool] = {}
+
+
+def is_cluster_client(client: object) -> bool:
+    """``isinstance(client, RedisCluster)``, asked once per class: the isinstance itself costs
+    half a microsecond (RedisCluster's metaclass is typing's Protocol one), and every Job the
+    worker hands out asks it."""
+    cls = client.__class__
+    known = _CLUSTER_CLASSES.get(cls)
+    if known is None:
+        known = _CLUSTER_CLASSES[cls] = issubclass(cls, RedisCluster)
+    return known
+
+
 def queue_client(client: redis.Redis | RedisCluster, route_key: str) -> redis.Redis:
     """``client`` itself, or for a Redis Cluster the plain client of the master of
     ``route_key``'s slot, shared by every caller of that cluster client (it lives as long as
     the cluster client). For what takes a bare client rather than building
     :class:`Connections`: a ``Job`` given a cluster talks to its queue's master like a Queue,
     pipelines and MULTI included, whatever redis-py's cluster pipelines support."""
-    if not isinstance(client, RedisCluster):
-        return client
-    keyslot: Any = client.keyslot  # untyped in redis-py
+    if not is_cluster_client(client):
+        return cast(redis.Redis, client)
+    cluster = cast(RedisCluster, client)
+    keyslot: Any = cluster.keyslot  # untyped in redis-py
     slot = int(keyslot(route_key))
     with _SHARED_ROUTES_LOCK:
-        by_slot: dict[int, redis.Redis] = vars(client).setdefault(_SHARED_ROUTES_ATTRIBUTE, {})
+        by_slot: dict[int, redis.Redis] = vars(cluster).setdefault(_SHARED_ROUTES_ATTRIBUTE, {})
         routed = by_slot.get(slot)
         if routed is None:
-            routed = by_slot[slot] = slot_owner_client(client, route_key)
+            routed = by_slot[slot] = slot_owner_client(cluster, route_key)
     return routed
 
 

@@ -10,7 +10,7 @@ cannot change how its attempt is finished.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -105,9 +105,8 @@ class Attempt:
 
     def job(self, client: redis.Redis, keys: QueueKeys, clock: Clock) -> ActiveJob:
         """The processor's ActiveJob, built from the same hash and options (copied), no round trip."""
-        job = ActiveJob.from_hash(client, keys, self.job_id, self.fields, opts=self.opts, data=self.data,
-                                  clock=clock)
-        assert isinstance(job, ActiveJob)  # from_hash builds cls
+        job = cast(ActiveJob, ActiveJob.from_hash(client, keys, self.job_id, self.fields, opts=self.opts,
+                                                  data=self.data, clock=clock))  # from_hash builds cls
         job.token = self.token
         job.data_limits = self.limits  # update_data from the processor: bounded as the worker reads
         return job

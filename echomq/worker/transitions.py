@@ -27,7 +27,7 @@ from .options import WorkerOptions
 from .shared_pipe import SharedPipe
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Fetched:
     """What moveToActive (or a fetch-next) handed over.
 
@@ -48,7 +48,10 @@ def _flat_hash(raw: Any) -> dict[str, str]:
     # The hot path: HGETALL inside a script always comes back as a flat list of bytes (str when
     # the client decodes); decoding inline and pairing with one iterator costs a third less.
     if raw.__class__ is list:
-        values = iter([v.decode("utf-8", "replace") if v.__class__ is bytes else text(v) for v in raw])
+        try:
+            values = iter([v.decode("utf-8", "replace") for v in raw])
+        except AttributeError:  # a client that decodes replies: str already
+            values = iter([text(v) for v in raw])
         return dict(zip(values, values))
     return decode_hash(raw)
 

@@ -48,7 +48,7 @@ local function fetchNextJob(q, prefix, timestamp, w, meta)
     return prepareJobForProcessing(q, prefix, jobId, timestamp, w, maxJobs, limiterDuration)
   end
 
-  local first = redis.call("ZRANGE", q.delayed, 0, 0, "WITHSCORES")
+  local first = redis.call("ZRANGE", q.delayed, "0", "0", "WITHSCORES")
   if first[2] then
     return {0, 0, 0, tonumber(first[2]) / 0x1000}
   end

@@ -4,9 +4,11 @@
 
   eventsCapArg gives the cap as the argument for XADD/XTRIM MAXLEN ~, for a caller that may
   have read the field already (known; false or nil: read it here, and write the default if
-  missing). A cap stored as plain digits goes on as that text: a Lua number would be formatted
+  missing), or nil when the stored cap is not an integer >= 0 (the caller refuses before it
+  writes). A cap stored as plain digits goes on as that text: a Lua number would be formatted
   with printf on every call.
 ]]
+-- @include "isSafeInteger"
 local function getOrSetMaxEvents(metaKey)
   local maxEvents = redis.call("HGET", metaKey, "opts.maxLenEvents")
   if not maxEvents then
@@ -17,8 +19,12 @@ local function getOrSetMaxEvents(metaKey)
 end
 
 local function eventsCapArg(metaKey, known)
-  if known and string.match(known, "^%d+$") then
+  if known and #known <= 15 and string.match(known, "^%d+$") then
     return known
   end
-  return tonumber(known) or getOrSetMaxEvents(metaKey)
+  local cap = known and tonumber(known) or getOrSetMaxEvents(metaKey)
+  if isSafeInteger(cap) and cap >= 0 then
+    return cap
+  end
+  return nil
 end

@@ -60,7 +60,7 @@ def test_an_events_cap_that_is_not_a_count_is_refused_before_anything_is_written
     transitions, job_id = _active_job(connection, queue_name)
     connection.hset(QueueKeys(queue_name).meta, "opts.maxLenEvents", cap)
     before = _state(connection, queue_name, job_id)
-    with pytest.raises(redis.ResponseError, match="opts.maxLenEvents is not an integer >= 0"):
+    with pytest.raises(redis.ResponseError, match=r"opts\.maxLenEvents is not an integer >= 0"):
         _complete(transitions, job_id)
     assert _state(connection, queue_name, job_id) == before
 
