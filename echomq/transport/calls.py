@@ -39,7 +39,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from ..errors import PermissionDeniedError
 from .connection import checkout
 from .refusals import CALLED_COMMAND, key_pattern, refusal
-from .reply_wait import ReplySpin
+from .reply_wait import LARGE_SEND, ReplySpin, timed, untimed, wait_for_reply
 from .scripts import LuaScript
 
 
@@ -174,13 +174,6 @@ def run_script(client: Any, lua: LuaScript, keys: Sequence[str], args: Sequence[
         raise refused from None
 
 
-def _send(conn: Any, command: tuple[Any, ...]) -> None:
-    if _pack_command is not None:
-        conn.send_packed_command([_pack_command(command)], check_health=False)
-    else:
-        conn.send_command(*command)
-
-
 def pack_one(conn: Any, command: tuple[Any, ...]) -> bytes:
     """One command as the bytes ``conn.send_packed_command`` takes (hiredis packs it in C)."""
     if _pack_command is not None:
@@ -212,17 +205,17 @@ class PinnedConnection:
         conn = self.conn
         try:
             if lua.sha not in self._cleared:
+                timed(conn)  # redis-py's own reads: with the socket's timeout
                 preflight(speak_on(conn), lua, keys)
                 self._cleared.add(lua.sha)
             try:
-                _send(conn, command)
-                if self._spin is not None:
-                    self._spin.wait(conn)
+                self._round_trip(conn, command)
                 return conn.read_response()
             except NoScriptError:
+                timed(conn)
                 conn.send_command("SCRIPT", "LOAD", lua.source)
                 conn.read_response()
-                _send(conn, command)
+                self._round_trip(conn, command)
                 return conn.read_response()
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
@@ -232,6 +225,20 @@ class PinnedConnection:
             if refused is None:
                 raise
             raise refused from None
+
+    def _round_trip(self, conn: Any, command: tuple[Any, ...]) -> None:
+        """Send ``command`` and wait until its reply begins (spinning first, if asked), on the
+        socket run without a timeout where it can be (reply_wait.py); the caller reads it."""
+        packed = pack_one(conn, command)
+        if len(packed) > LARGE_SEND:
+            timed(conn)
+        conn.send_packed_command([packed], check_health=False)
+        if not untimed(conn):
+            if self._spin is not None:
+                self._spin.wait(conn)
+            return  # TLS: the read waits with the socket's own timeout
+        if self._spin is None or not self._spin.wait(conn):
+            wait_for_reply(conn)
 
     def interrupt(self) -> None:
         """From another thread: cut the call in progress, if any, by shutting the socket (for a
@@ -245,6 +252,7 @@ class PinnedConnection:
     def release(self) -> None:
         if self.conn is not None:
             conn, self.conn = self.conn, None
+            timed(conn)
             try:
                 self.pool.release(conn)
             except (redis.RedisError, OSError):  # the pool may be closed; the socket goes with it
