@@ -52,6 +52,22 @@ def test_an_expired_lock_sends_the_job_back_to_wait(connection: redis.Redis, que
     assert tail == [("waiting", "active"), ("stalled", None)]  # the order of docs/protocol.md §3.5
 
 
+def test_an_events_cap_that_is_not_a_count_trims_nothing_and_the_stalled_job_still_returns(
+        connection: redis.Redis, queue_name: str) -> None:
+    k = QueueKeys(queue_name)
+    tr, _, m = _setup(connection, queue_name, stalled_interval=1000)
+    job_id = seed_job(connection, queue_name)
+    assert tr.move_to_active("tok", T0).job_id == job_id
+    m.run_once(T0)
+    connection.hset(k.meta, "opts.maxLenEvents", "many")  # written by someone else, not a count
+    before = connection.xlen(k.events)
+    connection.delete(k.job_lock(job_id), k.stalled_check)
+    m.run_once(T0 + 1000)
+    assert m.last_stalled == [job_id]
+    assert [_s(x) for x in connection.lrange(k.wait, 0, -1)] == [job_id]
+    assert connection.xlen(k.events) == before + 2  # waiting prev=active and stalled, nothing trimmed
+
+
 def test_a_held_lock_is_not_stalled(connection: redis.Redis, queue_name: str) -> None:
     k = QueueKeys(queue_name)
     tr, _, m = _setup(connection, queue_name)
