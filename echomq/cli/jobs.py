@@ -1,11 +1,13 @@
-"""``echomq jobs list`` and ``echomq job show|retry|remove|promote``: the jobs of a queue, one page
-or one job at a time, for an operator.
+"""``echomq jobs list|retry|promote`` and ``echomq job show|retry|remove|promote``: the jobs of a
+queue, one page, all of one state or one job at a time, for an operator.
 
 A job may have been written by any runtime, so everything it carries is untrusted: tables escape
 it (``output.cell``), ``--json`` prints it as JSON. ``--json`` records have the keys of
 ``job_record`` (docs/operating.md lists them); times are epoch ms with an ISO 8601 UTC twin.
 A job that does not exist is "not found" (status 1); one not in the state an operation needs is
 refused by the library with the reason (status 2). ``job remove`` deletes, so it wants ``--yes``.
+``jobs retry`` and ``jobs promote`` move every job of a state (or ``--limit`` of them) in calls of
+``--batch`` jobs, each a short script, so a worker's calls and other clients' run between them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from ..protocol.keys import names_queue_key
 from ..protocol.states import STATES, canonical_state
 from ..queue import Job, Queue
+from ..queue.operations import RETRYABLE_STATES
 from .options import add_queue_options, non_negative_int, positive_int, printable
 from .output import cell, iso_utc, json_text, write_fields, write_json, write_table
 from .queue_ops import opened_queue, require_queue, require_yes
@@ -166,8 +169,52 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Jobs per script call of ``jobs retry`` and ``jobs promote``: about a millisecond of the
+#: server's time per call (docs/operating.md), where the library's default of 1000 is about ten.
+BULK_BATCH = 100
+
+
+def _jobs(count: int) -> str:
+    return f"{count:,} job{'' if count == 1 else 's'}"
+
+
+def cmd_retry_all(args: argparse.Namespace) -> int:
+    with opened_queue(args) as queue:
+        require_queue(queue)
+        retried = queue.retry_jobs(args.state, args.batch, limit=args.limit)
+        left = queue.get_job_counts(args.state)[args.state]
+    if args.json:
+        write_json({"queue": args.queue, "state": args.state, "limit": args.limit, "retried": retried,
+                    "left": left})
+    else:
+        print(f"retried {_jobs(retried)} ({args.state}) of queue {args.queue!r}: they wait for a worker now; "
+              f"{left:,} still {args.state}")
+    return 0
+
+
+def cmd_promote_all(args: argparse.Namespace) -> int:
+    with opened_queue(args) as queue:
+        require_queue(queue)
+        promoted = queue.promote_jobs(args.batch, limit=args.limit)
+        left = queue.get_job_counts("delayed")["delayed"]
+    if args.json:
+        write_json({"queue": args.queue, "limit": args.limit, "promoted": promoted, "left": left})
+    else:
+        print(f"promoted {_jobs(promoted)} of queue {args.queue!r}: they wait for a worker now; "
+              f"{left:,} still delayed")
+    return 0
+
+
+def _bulk_options(parser: argparse.ArgumentParser, moved: str) -> None:
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help=f"{moved} at most this many (default: all)")
+    parser.add_argument("--batch", type=positive_int, default=BULK_BATCH,
+                        help=f"jobs per script call (default {BULK_BATCH}, about 1 ms of Redis's time each); "
+                             "each call holds Redis while it runs")
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("jobs", help="list a queue's jobs in one state")
+    parser = subparsers.add_parser("jobs", help="list a queue's jobs in one state, retry or promote all of them")
     commands = parser.add_subparsers(dest="jobs_command", metavar="SUBCOMMAND", required=True)
     p = commands.add_parser("list", help="one page of the jobs in a state, newest first")
     add_queue_options(p, json_output=True)
@@ -176,6 +223,23 @@ def register(subparsers: Any) -> None:
     p.add_argument("--offset", type=non_negative_int, default=0, help="jobs to skip first (default 0)")
     p.add_argument("--asc", action="store_true", help="oldest first")
     p.set_defaults(handler=cmd_list)
+
+    p = commands.add_parser("retry", help="move every failed (or completed) job back to wait, oldest first",
+                            description="Move the jobs of --state back to wait, oldest first, --batch per call; "
+                                        "prints how many were retried and how many are left in the state.")
+    add_queue_options(p, json_output=True)
+    p.add_argument("--state", choices=RETRYABLE_STATES, default="failed",
+                   help="the state to retry from (default failed)")
+    _bulk_options(p, "retry")
+    p.set_defaults(handler=cmd_retry_all)
+
+    p = commands.add_parser("promote", help="run every delayed job now, the earliest due first",
+                            description="Move the delayed jobs to wait (or prioritized), the earliest due first, "
+                                        "--batch per call; prints how many were promoted and how many are "
+                                        "still delayed.")
+    add_queue_options(p, json_output=True)
+    _bulk_options(p, "promote")
+    p.set_defaults(handler=cmd_promote_all)
 
     parser = subparsers.add_parser("job", help="show, retry, remove or promote one job")
     commands = parser.add_subparsers(dest="job_command", metavar="SUBCOMMAND", required=True)

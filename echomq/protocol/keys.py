@@ -228,6 +228,33 @@ class QueueKeys:
         return f"{self.prefix}:\\{{{self.queue_name}\\}}:*"
 
 
+#: Characters a Redis glob pattern gives a meaning to (SCAN MATCH, KEYS): escaped to match themselves.
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+def meta_scan_pattern(prefix: str) -> str:
+    """A SCAN MATCH pattern for the meta hash of every queue under ``prefix``:
+    ``<prefix>:{*}:meta`` with the prefix's glob characters escaped. Meta is the one key every
+    queue has whoever wrote it: an EchoMQ Queue stamps it before its first add, BullMQ's Queue
+    when it is constructed, and every script that writes an event stores the events cap there
+    (docs/protocol.md §1.2). Candidates only: :func:`queue_of_meta_key` keeps the real ones."""
+    validate_prefix(prefix)
+    return _GLOB_SPECIAL.sub(r"\\\1", prefix) + ":\\{*\\}:meta"
+
+
+def queue_of_meta_key(prefix: str, key: str) -> str | None:
+    """The queue whose meta hash ``key`` is (``<prefix>:{<queue>}:meta`` -> ``<queue>``), or None
+    when it is not one: a key another pattern match let through (a job id ending in
+    ``}:meta``), a BullMQ queue named without braces, a name EchoMQ cannot address."""
+    head, tail = f"{prefix}:{{", "}:meta"
+    if not (key.startswith(head) and key.endswith(tail)) or len(key) <= len(head) + len(tail):
+        return None
+    name = key[len(head):-len(tail)]
+    if any(char in name for char in "{}:"):
+        return None
+    return name
+
+
 def job_key(queue_base: str, job_id: str, part: str = "") -> str:
     """A job's key in the queue whose base (``<prefix>:{<queue>}``) is given, or its companion
     ``part`` (``dependencies`` ...): for jobs of another queue, such as a flow child's parent."""

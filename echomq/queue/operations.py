@@ -4,13 +4,15 @@ Each is one transition script per call, writing what BullMQ 6.7's ``job.retry``,
 ``queue.retryJobs`` and ``queue.promoteJobs`` write (the job's fields, the lists, the capped
 ``waiting`` event with ``prev``), so a BullMQ worker or dashboard sees the same queue whichever
 runtime retried. The bulk calls page through their set ``count`` ids per call, as BullMQ's loop
-does, with one difference stated in docs/protocol.md §7: every job is placed as the single-job
-operation places it (its priority, and ``lifo`` for a retry, are honoured).
+does, so no call holds the server for long however many jobs the set holds, and stop at
+``limit`` jobs when one is given. One difference is stated in docs/protocol.md §7: every job is
+placed as the single-job operation places it (its priority, and ``lifo`` for a retry, are
+honoured).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -19,6 +21,7 @@ from ..errors import InvalidInputError, raise_for_code
 from ..protocol.keys import QueueKeys
 from ..protocol.options import MAX_EPOCH_MS, MAX_SAFE_INTEGER
 from ..transport.calls import run_script
+from ..transport.refusals import refusals
 from ..transport.scripts import LuaScript, script
 
 #: The states a finished job can be retried from.
@@ -64,11 +67,14 @@ def retry_job(client: redis.Redis, keys: QueueKeys, job_id: str, state: Any = "f
         raise_for_code(code, "retry", job_id=job_id, state=state)
 
 
-def retry_jobs(client: redis.Redis, keys: QueueKeys, state: Any, count: Any, timestamp: Any, now_ms: int) -> int:
-    """Retry every job of ``state`` that finished at or before ``timestamp`` (None: now),
-    ``count`` per call (``retryJobs-8``); returns how many were retried."""
+def retry_jobs(client: redis.Redis, keys: QueueKeys, state: Any, count: Any, timestamp: Any, now_ms: int,
+               limit: Any = None) -> int:
+    """Retry the jobs of ``state`` that finished at or before ``timestamp`` (None: now), at
+    most ``limit`` of them (None: all), ``count`` per call (``retryJobs-8``); returns how many
+    were retried."""
     check_retry_state("retry_jobs", state)
     _check_count("retry_jobs", count)
+    _check_limit("retry_jobs", limit)
     if timestamp is None:
         timestamp = now_ms
     elif isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_EPOCH_MS:
@@ -77,21 +83,41 @@ def retry_jobs(client: redis.Redis, keys: QueueKeys, state: Any, count: Any, tim
     lua = script("retryJobs")
     call_keys = lua.keys_for(keys, finished=state)
     # One timestamp for the whole loop: a job that fails again while we page is not retried twice.
-    return _page(client, lua, call_keys, [keys.job_prefix, state, count, timestamp], count)
+    return _page(client, lua, call_keys, lambda asked: [keys.job_prefix, state, asked, timestamp], count, limit)
 
 
-def promote_jobs(client: redis.Redis, keys: QueueKeys, count: Any) -> int:
-    """Promote every delayed job, ``count`` per call (``promoteJobs-8``); returns how many."""
+def promote_jobs(client: redis.Redis, keys: QueueKeys, count: Any, limit: Any = None) -> int:
+    """Promote the delayed jobs, the earliest due first, at most ``limit`` (None: all),
+    ``count`` per call (``promoteJobs-8``); returns how many."""
     _check_count("promote_jobs", count)
+    _check_limit("promote_jobs", limit)
     lua = script("promoteJobs")
-    return _page(client, lua, lua.keys_for(keys), [keys.job_prefix, count], count)
+    # A job a worker puts back in delayed while we page (a failed attempt's backoff, a
+    # scheduler's next run) is due again: the loop takes at most as many as were delayed when
+    # it began, so it ends however fast they come back (docs/queue.md, "Retrying, promoting").
+    with refusals("promote_jobs", [keys.delayed]):
+        present = int(client.zcard(keys.delayed))
+    limit = present if limit is None else min(limit, present)
+    return _page(client, lua, lua.keys_for(keys), lambda asked: [keys.job_prefix, asked], count, limit)
 
 
-def _page(client: redis.Redis, lua: LuaScript, call_keys: Sequence[str], args: list[Any], count: int) -> int:
-    """Call a bulk script until a call takes fewer than ``count`` ids; the jobs it moved."""
+def _check_limit(operation: str, limit: Any) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or not 1 <= limit <= MAX_SAFE_INTEGER):
+        raise InvalidInputError(f"{operation}: limit={limit!r} must be None (all) or an int from 1 to "
+                                f"{MAX_SAFE_INTEGER} (jobs moved in all)")
+
+
+def _page(client: redis.Redis, lua: LuaScript, call_keys: Sequence[str], args_for: Callable[[int], list[Any]],
+          count: int, limit: int | None) -> int:
+    """Call a bulk script until a call takes fewer ids than it asked for, or ``limit`` jobs
+    moved; the jobs it moved. Each call asks for ``count`` ids (``args_for(asked)`` are its
+    arguments), fewer near the limit."""
     moved = 0
-    while True:
-        taken, placed = (int(n) for n in run_script(client, lua, call_keys, args))
+    while limit is None or moved < limit:
+        asked = count if limit is None else min(count, limit - moved)
+        taken, placed = (int(n) for n in run_script(client, lua, call_keys, args_for(asked)))
         moved += placed
-        if taken < count:
-            return moved
+        if taken < asked:
+            break
+    return moved

@@ -275,14 +275,16 @@ class Queue:
         return admin.clean(self.client, self.keys, grace_ms, limit, state, self.clock())
 
     def retry_jobs(self, state: str = "failed", count: int = operations.DEFAULT_BATCH,
-                   timestamp: int | None = None) -> int:
+                   timestamp: int | None = None, *, limit: int | None = None) -> int:
         """Retry every job of ``state`` (``"failed"``/``"completed"``) that finished at or before
-        ``timestamp`` (epoch ms, None: now), oldest first, ``count`` per round trip; how many."""
-        return operations.retry_jobs(self.client, self.keys, state, count, timestamp, self.clock())
+        ``timestamp`` (epoch ms, None: now), oldest first, ``count`` per round trip, at most
+        ``limit`` (None: all); how many."""
+        return operations.retry_jobs(self.client, self.keys, state, count, timestamp, self.clock(), limit)
 
-    def promote_jobs(self, count: int = operations.DEFAULT_BATCH) -> int:
-        """Move every delayed job to wait (or prioritized) now, ``count`` per round trip; how many."""
-        return operations.promote_jobs(self.client, self.keys, count)
+    def promote_jobs(self, count: int = operations.DEFAULT_BATCH, *, limit: int | None = None) -> int:
+        """Move every delayed job to wait (or prioritized) now, the earliest due first, ``count``
+        per round trip, at most ``limit`` (None: all that are delayed when it starts); how many."""
+        return operations.promote_jobs(self.client, self.keys, count, limit)
 
     def drain(self, include_delayed: bool = False) -> int:
         """Delete waiting (and optionally delayed) jobs; schedulers' pending iterations stay."""
