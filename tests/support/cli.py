@@ -24,6 +24,8 @@ CONNECTING_COMMANDS: list[list[str]] = [
     ["queue", "obliterate", "--yes"],
     ["workers"],
     ["jobs", "list", "--state", "failed"],
+    ["jobs", "retry"],
+    ["jobs", "promote"],
     ["job", "show", "1"],
     ["job", "retry", "1"],
     ["job", "remove", "1", "--yes"],
