@@ -68,6 +68,9 @@ _EXPORTS: dict[str, str] = {
     # lifecycle
     "Queue": "queue.queue",
     "Job": "queue.job",
+    "list_queues": "queue.discovery",
+    "find_queues": "queue.discovery",
+    "QueueSummary": "queue.discovery",
     "Worker": "worker.worker",
     "ActiveJob": "worker.active_job",
     "WorkerListener": "worker.listeners",
@@ -122,6 +125,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     from .events.subscribers import EVENT_TAG, GAP_TAG, Handler
     from .protocol.events import EventType, GapNotice, parse_event_type
     from .protocol.keys import QueueKeys
+    from .queue.discovery import QueueSummary, find_queues, list_queues
     from .queue.job import Job
     from .queue.queue import Queue
     from .registry import JobRegistry, RegisteredJob

@@ -14,6 +14,7 @@ import pytest
 
 from support.docs import page_blocks, run_page
 from support.docs_redis import RedisTarget
+from support.docs_setup import hidden_setup_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,6 +43,31 @@ PAGES = [
 #: Pages being written now whose authors list them in PAGES when their blocks run (move the
 #: line up then). Every page of docs/ is in one list or the other.
 IN_PROGRESS: list[str] = []
+
+
+#: Pages the hidden-setup rule (tests/support/docs_setup.py) does not hold yet: their owners were
+#: rewriting them when the rule came in. The integrator empties this list once they are merged
+#: (only docs/hosting.md broke the rule then: its example read load_saved_id, save_id and
+#: on_event from hidden setup).
+HIDDEN_SETUP_PENDING = [
+    "docs/deployment.md",
+    "docs/django.md",
+    "docs/events.md",
+    "docs/flask.md",
+    "docs/hosting.md",
+    "docs/registry.md",
+    "docs/testing.md",
+    "docs/worker-command.md",
+]
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if page not in HIDDEN_SETUP_PENDING])
+def test_no_example_reads_what_only_hidden_setup_made(page: str) -> None:
+    assert hidden_setup_problems(ROOT / page) == []
+
+
+def test_the_pending_pages_are_pages() -> None:
+    assert [page for page in HIDDEN_SETUP_PENDING if page not in PAGES] == []
 
 
 @pytest.mark.timeout(180)

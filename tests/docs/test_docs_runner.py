@@ -180,6 +180,8 @@ def test_a_signature_block_must_be_the_real_one(tmp_path: Path) -> None:
     ("~~~sh\nREDIS_URL=redis://x:1/0 echomq job show 2 --queue orders --json | jq .state  # a comment\n~~~\n", None),
     ("~~~sh\nmake test && make nosuch\n~~~\n", "no target 'nosuch'"),
     ("~~~sh\npip install 'echomq[hiredis]'\npip install 'echomq[nosuch]'\n~~~\n", "no extra 'nosuch'"),
+    ("~~~sh\ncd echomq-python\npip install -e '.[hiredis,testing]'  # a checkout\n~~~\n", None),
+    ("~~~sh\npip install -e '.[hiredis,nosuch]'\n~~~\n", "no extra 'nosuch'"),
     ("~~~json\n{\"a\": 1,}\n~~~\n", "does not parse"),
     ("~~~toml\n[tool]\nx = 1\n~~~\n", None),
     ("~~~js\nconst answer = ;\n~~~\n", "does not parse"),
@@ -191,3 +193,60 @@ def test_blocks_that_are_not_run_are_checked(tmp_path: Path, block: str, message
     else:
         with pytest.raises(AssertionError, match=message):
             run_page(page, tmp_path)
+
+
+# -- the hidden-setup rule (tests/support/docs_setup.py) ---------------------------------------------
+
+@pytest.mark.parametrize(("text", "problems"), [
+    # a name only hidden setup binds, read by an example: each kind of binding
+    ("<!-- docs-test: setup\nimport redis\nconn = redis.Redis()\n-->\n\n~~~python\nconn.ping()\n~~~\n",
+     ["page.md:7: the example reads 'conn', which the hidden setup at page.md:2 binds"]),
+    ("<!-- docs-test: setup\ndef send(job): ...\n-->\n\n~~~python\nsend(None)\n~~~\n",
+     ["page.md:6: the example reads 'send', which the hidden setup at page.md:2 binds"]),
+    ("<!-- docs-test: setup\nfrom echomq import Worker\n-->\n\n~~~python\nWorker\n~~~\n",
+     ["page.md:6: the example reads 'Worker', which the hidden setup at page.md:2 binds"]),
+    ("<!-- docs-test: setup\nfor n in range(3): pass\n-->\n\n~~~python\nprint(n)\n~~~\n",
+     ["page.md:6: the example reads 'n', which the hidden setup at page.md:2 binds"]),
+    # read inside a function of the example: still the hidden value
+    ("<!-- docs-test: setup\nconn = None\n-->\n\n~~~python\ndef f():\n    return conn\n~~~\n",
+     ["page.md:6: the example reads 'conn', which the hidden setup at page.md:2 binds"]),
+    # hidden setup that rebinds what an example bound first is the offence too
+    ("~~~python\nconn = 1\n~~~\n\n<!-- docs-test: setup\nconn = 2\n-->\n\n~~~python\nprint(conn)\n~~~\n",
+     ["page.md:10: the example reads 'conn', which the hidden setup at page.md:6 binds"]),
+    # a job id only hidden code made, by number or by job_id=
+    ("~~~python\nq = 1\n~~~\n\n<!-- docs-test: setup\nassert [j for j in ('42',)]\n-->\n\n"
+     "~~~python\nq.get_job('42')\n~~~\n",
+     ["page.md:10: the example names job '42', which only the hidden setup at page.md:6 made"]),
+    ("<!-- docs-test: setup\nq.add('x', job_id='charge-9')\n-->\n\n~~~python\nq.get_job('charge-9')\n~~~\n",
+     ["page.md:6: the example names job 'charge-9', which only the hidden setup at page.md:2 made"]),
+    # allowed: asserts, clean-up, state for a worker to find, names of its own, builtins
+    ("~~~python\nconn = 1\nworker = 2\n~~~\n\n<!-- docs-test: setup\nassert conn == 1\nhelper = [conn]\n"
+     "worker.close if False else None\n-->\n\n~~~python\nprint(conn, worker, len([1]))\n~~~\n", []),
+    ("<!-- docs-test: setup\nconn = 1\n-->\n\n~~~python\nconn = 2\nprint(conn)\n~~~\n", []),
+    ("<!-- docs-test: setup\nconn = 1\n-->\n\n~~~python\ndef f(conn):\n    return conn\n~~~\n", []),
+    ("~~~python\njob = q.get_job('42')\n~~~\n\n<!-- docs-test: setup\nassert '42'\n-->\n\n"
+     "~~~python\nq.get_job('42')\n~~~\n", []),
+    ("<!-- docs-test: setup\nlen = 3\n-->\n\n~~~python\nprint(len([]))\n~~~\n", []),
+    # blocks outside the page's namespace take no part
+    ("<!-- docs-test: setup\nconn = 1\n-->\n\n<!-- docs-test: skip -->\n~~~python\nconn\n~~~\n\n"
+     "<!-- docs-test: file=app.py -->\n~~~python\nconn\n~~~\n\n<!-- docs-test: pytest -->\n~~~python\nconn\n~~~\n",
+     []),
+])
+def test_the_hidden_setup_rule(tmp_path: Path, text: str, problems: list[str]) -> None:
+    from support.docs_setup import hidden_setup_problems
+
+    found = hidden_setup_problems(write_page(tmp_path, text))
+    assert len(found) == len(problems) and all(f.startswith(p) for f, p in zip(found, problems)), found
+
+
+def test_the_hidden_setup_rule_says_what_to_do(tmp_path: Path) -> None:
+    from support.docs_setup import hidden_setup_problems
+
+    page = write_page(tmp_path, "<!-- docs-test: setup\nconn = 1\nq.add('x', job_id='a-1')\n-->\n\n"
+                                "~~~python\nconn.get_job('a-1')\n~~~\n")
+    assert hidden_setup_problems(page) == [
+        "page.md:7: the example reads 'conn', which the hidden setup at page.md:2 binds: show it in the example "
+        "(or an earlier one)",
+        "page.md:7: the example names job 'a-1', which only the hidden setup at page.md:2 made: show how the job "
+        "comes about, or find it (queue.get_jobs(...), job.id)",
+    ]

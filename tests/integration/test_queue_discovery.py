@@ -146,7 +146,7 @@ OPERATOR = "+scan +llen +zcard +hmget"
 
 
 def _user(admin: redis.Redis, port: int, name: str, commands: str) -> redis.Redis:
-    admin.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", "resetchannels", "-@all", "~*",
+    admin.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", "resetchannels", "-@all", "%R~*",
                           *commands.split())
     return redis.Redis(port=port, username=name, password="pw")
 

@@ -40,8 +40,9 @@ an example did what its text says. Keep it short; what a reader needs belongs in
   with ``echomq`` or ``$ echomq``): every ``echomq ...`` command (or ``python -m echomq ...``)
   must be one the command line accepts as written: parsed by its own argparse parser, nothing
   run. In a synopsis, each ``[...]`` group is checked for its option names and left out of the
-  parse. ``make TARGET`` must name a Makefile target, ``pip install 'echomq[EXTRA]'`` an extra
-  of setup.cfg. Other programs (npm, node, jq, redis-cli) are left alone;
+  parse. ``make TARGET`` must name a Makefile target, ``pip install 'echomq[EXTRA]'`` (or
+  ``-e '.[EXTRA]'``, from a checkout) an extra of setup.cfg. Other programs (npm, node, jq,
+  redis-cli) are left alone;
 - ``json``, ``toml``, ``ini``/``cfg`` are parsed; ``js`` is syntax-checked with ``node
   --check`` where node is installed; an unknown language is an error (so is a fence left open,
   an unknown directive, a directive that no fence follows, or an indented code block, which

@@ -139,7 +139,7 @@ def _check_command(words: list[str], where: str) -> None:
             raise AssertionError(f"{where}: make has no target {unknown[0]!r} (Makefile: {sorted(make_targets())})")
     elif program in ("pip", "pip3") and "install" in words[1:]:
         for word in words[words.index("install") + 1:]:
-            match = re.fullmatch(r"echomq\[([\w,-]+)\]", word)
+            match = re.fullmatch(r"(?:echomq|\.)\[([\w,-]+)\]", word)  # a release, or a checkout
             for extra in match.group(1).split(",") if match else ():
                 if extra not in package_extras():
                     raise AssertionError(f"{where}: echomq has no extra {extra!r} "

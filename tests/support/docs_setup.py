@@ -11,9 +11,9 @@ page's Python (nothing is run):
   by a visible block (or be a builtin). A hidden block that binds it (``conn = redis.Redis()``,
   ``def send(job): ...``, an ``import``) is the offence, even when a visible block bound it
   before: the example would then read the hidden value.
-- **job ids**: a string a visible block names that looks like a job id (all digits, as the ids
-  of ``add`` are, or given as ``job_id=`` in the hidden block) must not be one that only hidden
-  code wrote: a visible block must have named it first, or it is the hidden block's job.
+- **job ids**: a string a visible block names must not be a job id that only hidden code made
+  (a string of digits, as the ids of ``add`` are, or one given as ``job_id=``): a visible block
+  must have named it first, or the example reads the hidden block's job.
 
 Blocks marked ``skip``, ``file=``, ``pytest`` or ``signature`` are not run in the page's
 namespace and take no part. :func:`hidden_setup_problems` lists every offence of a page, each
@@ -57,14 +57,16 @@ def _bound_and_read(tree: ast.AST) -> tuple[set[str], set[str]]:
     return bound, read
 
 
-def _job_ids_named(tree: ast.AST, *, hidden: bool) -> set[str]:
-    """Strings of the block that look like job ids: all-digit constants, and (in hidden code)
-    the constants given as ``job_id=``."""
-    found: set[str] = set()
+def _strings(tree: ast.AST) -> set[str]:
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def _job_ids_made(tree: ast.AST) -> set[str]:
+    """Strings of hidden code that look like job ids: all-digit constants (the ids of ``add``),
+    and the constants given as ``job_id=``."""
+    found = {value for value in _strings(tree) if value.isdigit()}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isdigit():
-            found.add(node.value)
-        elif hidden and isinstance(node, ast.keyword) and node.arg == "job_id" \
+        if isinstance(node, ast.keyword) and node.arg == "job_id" \
                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             found.add(node.value.value)
     return found
@@ -82,7 +84,7 @@ def hidden_setup_problems(page: Path) -> list[str]:
     for block in _in_the_page(python_blocks(page)):
         tree = ast.parse(block.code, filename=block.where)
         bound, read = _bound_and_read(tree)
-        ids = _job_ids_named(tree, hidden=block.hidden)
+        ids = _job_ids_made(tree) if block.hidden else _strings(tree)
         if not block.hidden:
             for name in sorted(read - bound):
                 origin = last_bound_by.get(name)

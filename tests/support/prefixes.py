@@ -11,6 +11,7 @@ from typing import Any
 from redis.cluster import RedisCluster
 
 from echomq.protocol.codec import text
+
 from support.snapshot import _value
 
 
