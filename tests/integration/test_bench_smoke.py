@@ -19,6 +19,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+import bench_bulk
 import bench_peers
 import bench_scale
 import bench_worker
@@ -98,3 +99,10 @@ def test_memory_per_job_is_measured_where_the_server_reports_it(connection: redi
         assert memory.hash_per_job is not None and memory.hash_per_job > 50
         assert memory.keys_per_job is not None and memory.keys_per_job > memory.hash_per_job
     assert set(leftover(connection, "bench-scale-mem-")) - before == set()
+
+
+def test_the_bulk_bench_moves_every_job_and_deletes_its_queues(connection: redis.Redis) -> None:
+    rows = bench_bulk.run_size(connection, 250, 100)
+    assert (rows["retry_jobs"]["result"], rows["promote_jobs"]["result"]) == (250, 250)
+    assert rows["retry_jobs"]["calls"] == 3 and rows["list_queues"]["result"] >= bench_bulk.OTHER_QUEUES
+    assert leftover(connection, "bench-bulk-") == []
