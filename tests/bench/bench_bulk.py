@@ -7,7 +7,8 @@ client around its one round trip: the server's time plus a loopback round trip),
 command the server saw (``LATENCY LATEST``, 1 ms resolution) and the round trips of another
 client adding jobs to another queue meanwhile (from a thread of this process, so they share its
 GIL: an upper bound). Sizes: 10^4 (``make bench``); 10^5 and 10^6 with ``BENCH_SCALE=large``
-(``--large``). On a redis-server of its own on a free port (``BENCH_BULK_REDIS_URL``: another).
+(``--large``). On a redis-server of its own on a free port (``BENCH_SCALE_REDIS_URL``: another),
+as bench_scale.py runs.
 
 Run: ``.venv/bin/python tests/bench/bench_bulk.py [--large]``.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,12 +31,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_scale import scale_redis
+
 import echomq.queue.operations as operations
 from echomq import Queue
 from echomq.protocol.keys import QueueKeys
 from echomq.queue.discovery import list_queues
-
-from support.servers import RedisServer, free_port
 
 LARGE = "--large" in sys.argv[1:] or os.environ.get("BENCH_SCALE", "small") == "large"
 SIZES = (100_000, 1_000_000) if LARGE else (10_000,)
@@ -166,22 +166,8 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-@contextmanager
-def bench_redis() -> Iterator[str]:
-    url = os.environ.get("BENCH_BULK_REDIS_URL")
-    if url:
-        yield url
-        return
-    with tempfile.TemporaryDirectory(prefix="bench-bulk-") as tmp:
-        server = RedisServer(port=free_port(), dir=Path(tmp), persistent=False).start()
-        try:
-            yield server.url
-        finally:
-            server.stop()
-
-
 def main() -> int:
-    with bench_redis() as url:
+    with scale_redis() as url:
         client = redis.Redis.from_url(url)
         print(f"Bulk operations on N jobs (Redis {url}; 2 shared cores). Per call: timed on the client around "
               "its round trip; server: the slowest command LATENCY saw; other: another client's add meanwhile")

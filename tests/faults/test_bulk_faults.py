@@ -12,9 +12,7 @@
 from __future__ import annotations
 
 import json
-import random
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +23,7 @@ from echomq import Queue, Worker
 from echomq.cli import main
 from echomq.protocol.keys import QueueKeys
 
+from support.disturb import cut_connections, memory_pulses
 from support.queues import read_events
 from support.workers import Running, wait_until
 
@@ -32,30 +31,12 @@ HOUR_MS = 3_600_000
 JOBS = 120
 
 
-def _memory_pulses(control: redis.Redis, stop: threading.Event, rng: random.Random) -> None:
-    try:
-        while not stop.is_set():
-            control.config_set("maxmemory", 1)
-            time.sleep(rng.uniform(0.001, 0.003))
-            control.config_set("maxmemory", 0)
-            time.sleep(rng.uniform(0.001, 0.003))
-    finally:
-        control.config_set("maxmemory", 0)
-
-
-def _cut_connections(control: redis.Redis, stop: threading.Event, rng: random.Random) -> None:
-    while not stop.is_set():
-        control.client_kill_filter(_type="normal", skipme=True)
-        time.sleep(rng.uniform(0.002, 0.010))
-
-
 def _until_done(capsys: Any, argv: list[str], url: str, disturb: Any) -> tuple[int, list[str]]:
     """Run the command (as ``echomq`` runs it, in this process) while ``disturb`` runs, until it
     exits 0; (the jobs its last run says it moved, the error line of each run cut short)."""
     capsys.readouterr()  # what came before (a worker's log lines) is not the command's
     stop = threading.Event()
-    control = redis.Redis.from_url(url)
-    pulses = threading.Thread(target=disturb, args=(control, stop, random.Random(7)), daemon=True)
+    pulses = threading.Thread(target=disturb, args=(url, stop, 7), daemon=True)
     pulses.start()
     errors: list[str] = []
     try:
@@ -70,7 +51,6 @@ def _until_done(capsys: Any, argv: list[str], url: str, disturb: Any) -> tuple[i
     finally:
         stop.set()
         pulses.join()
-        control.close()
     raise AssertionError(f"the command never got through: {errors[-3:]}")
 
 
@@ -119,20 +99,20 @@ def _url(client: redis.Redis) -> str:
 
 def test_out_of_memory_does_not_stop_a_retry_or_a_promote(client: redis.Redis, capsys: Any) -> None:
     queue = _failed_queue(client)
-    retried, errors = _until_done(capsys, ["jobs", "retry", "--queue", "bulk"], _url(client), _memory_pulses)
+    retried, errors = _until_done(capsys, ["jobs", "retry", "--queue", "bulk"], _url(client), memory_pulses)
     assert (retried, errors) == (JOBS, [])
     _whole(client)
     assert _moved(client, "failed") == sorted(str(n) for n in range(1, JOBS + 1))
     client.delete(queue.keys.wait)
     client.zadd(queue.keys.delayed, {str(n): (4_000_000_000_000 + n) * 4096 for n in range(1, JOBS + 1)})
-    promoted, errors = _until_done(capsys, ["jobs", "promote", "--queue", "bulk"], _url(client), _memory_pulses)
+    promoted, errors = _until_done(capsys, ["jobs", "promote", "--queue", "bulk"], _url(client), memory_pulses)
     assert (promoted, errors) == (JOBS, [])
     assert queue.get_job_counts("delayed", "waiting") == {"delayed": 0, "waiting": JOBS}
 
 
 def test_cut_connections_leave_each_job_whole_and_a_rerun_moves_the_rest(client: redis.Redis, capsys: Any) -> None:
     _failed_queue(client)
-    _retried, errors = _until_done(capsys, ["jobs", "retry", "--queue", "bulk"], _url(client), _cut_connections)
+    _retried, errors = _until_done(capsys, ["jobs", "retry", "--queue", "bulk"], _url(client), cut_connections)
     assert all(line.startswith("echomq jobs retry: ") for line in errors), errors
     _whole(client)
     assert _moved(client, "failed") == sorted(str(n) for n in range(1, JOBS + 1))   # each job once

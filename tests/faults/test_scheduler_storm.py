@@ -9,7 +9,6 @@ schedule alive with exactly one pending iteration.
 from __future__ import annotations
 
 import multiprocessing
-import random
 import threading
 import time
 from typing import Any
@@ -21,6 +20,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
 
+from support.disturb import memory_pulses
 from support.workers import Running, wait_until
 
 pytestmark = pytest.mark.real_only
@@ -103,22 +103,6 @@ def test_concurrent_worker_steps_produce_exactly_one_next_iteration(real_connect
 
 # -- memory pulses under a running schedule ------------------------------------------------------------
 
-def _pulses(url: str, stop: threading.Event, seed: int) -> None:
-    """Flip maxmemory between almost nothing and unlimited every few ms: each write a script
-    attempts while it is low gets an OOM error reply (noeviction), between them writes pass."""
-    rng = random.Random(seed)
-    control = redis.Redis.from_url(url)
-    try:
-        while not stop.is_set():
-            control.config_set("maxmemory", 1)
-            time.sleep(rng.uniform(0.001, 0.004))
-            control.config_set("maxmemory", 0)
-            time.sleep(rng.uniform(0.002, 0.008))
-    finally:
-        control.config_set("maxmemory", 0)
-        control.close()
-
-
 def _pending(client: redis.Redis, keys: QueueKeys, sid: str) -> list[str]:
     placed = [m.decode() for m in client.zrange(keys.delayed, 0, -1) + client.zrange(keys.prioritized, 0, -1)
               + client.lrange(keys.wait, 0, -1)]
@@ -142,7 +126,7 @@ def test_memory_pulses_never_leave_a_schedule_without_its_pending_iteration(redi
         assert wait_until(lambda: len(ran) >= 3, timeout=10)
         for storm in range(3):
             stop = threading.Event()
-            thread = threading.Thread(target=_pulses, args=(server.url, stop, storm))
+            thread = threading.Thread(target=memory_pulses, args=(server.url, stop, storm))
             thread.start()
             time.sleep(2.0)
             stop.set()

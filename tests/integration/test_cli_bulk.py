@@ -18,7 +18,8 @@ import redis
 from echomq import JobScheduler, Queue, Worker
 from echomq.protocol.keys import QueueKeys
 
-from support.cli import echomq
+from support.cli import echomq, one_line
+from support.cli import run_main as run
 from support.prefixes import delete_prefix, new_prefix, prefix_snapshot
 from support.queues import queue_keys, read_events
 from support.servers import free_port
@@ -26,23 +27,6 @@ from support.snapshot import queue_snapshot
 from support.workers import Running, wait_until
 
 HOUR_MS = 3_600_000
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from echomq.cli import main
-
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own exits (usage errors)
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def fail(job: Any) -> None:

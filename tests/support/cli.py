@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,3 +43,23 @@ def echomq(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     return subprocess.run([sys.executable, "-m", "echomq", *argv], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout, check=False)
+
+
+def run_main(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """``echomq ARGV`` through ``echomq.cli.main`` in this process (argument parsing, the handler,
+    errors made one line): (status, stdout, stderr), with pytest's ``capsys``."""
+    from echomq.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own exits (usage errors)
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line(err: str) -> str:
+    """The one line a failed command wrote on stderr (never a traceback)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
