@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import socket
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -41,6 +43,10 @@ from .connection import checkout
 from .refusals import CALLED_COMMAND, key_pattern, refusal
 from .reply_wait import LARGE_SEND, ReplySpin, timed, untimed, wait_for_reply
 from .scripts import LuaScript
+from .sentinel import watch_for
+from .unsent import NotRunError
+
+log = logging.getLogger(__name__)
 
 
 def _hiredis_packer() -> Callable[[tuple[Any, ...]], bytes] | None:
@@ -259,22 +265,83 @@ class PinnedConnection:
                 conn.disconnect()
 
 
-def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
+#: How long :func:`run_calls` keeps sending again calls that did not run (a failover under way:
+#: the sentinels promoting a replica, a cluster slot changing owner, a master that refuses
+#: connections) before it hands their :class:`NotRunError` to the caller.
+RESEND_FOR_S = 5.0
+_RESEND_FIRST_DELAY_S = 0.01
+_RESEND_MAX_DELAY_S = 0.25
+
+
+def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float = RESEND_FOR_S) -> list[Any]:
     """Run every call in order; returns each reply (an exception instance for an error reply).
 
     An error reply is returned in its slot, not raised, so one bad call never desynchronises
     the stream. NOSCRIPT replies mean those calls did not run: the scripts are loaded and
-    those calls sent again.
+    those calls sent again. So are calls that did not run because the server is no longer the
+    one to write to (:class:`~echomq.transport.unsent.NotRunError`: a failover, a moved slot, a
+    refused connection), on the new master, for up to ``resend_for`` seconds; past that their
+    slot holds the NotRunError. Any other connection error after a call was sent is raised: the
+    calls not yet answered may or may not have run (:class:`CallsOutcomeUnknown` says which).
     """
     if not calls:
         return []
     for lua, keys, _args in calls:
         lua.check_arity(keys)  # every call, before any I/O
+    replies: list[Any] = [None] * len(calls)
+    pending = list(range(len(calls)))
+    deadline = time.monotonic() + resend_for
+    delay = _RESEND_FIRST_DELAY_S
+    while True:
+        watch = watch_for(client)
+        epoch = watch.epoch if watch is not None else 0
+        try:
+            got = _stream(client, [calls[i] for i in pending])
+        except NotRunError as exc:
+            got = [exc] * len(pending)
+        except CallsOutcomeUnknown as exc:
+            for index, reply in zip(pending, exc.replies):
+                replies[index] = reply
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            raise CallsOutcomeUnknown(cause, replies, pending[len(exc.replies):]) from cause
+        not_run = []
+        for index, reply in zip(pending, got):
+            replies[index] = reply
+            if isinstance(reply, NotRunError):
+                not_run.append(index)
+        if not not_run or time.monotonic() + delay > deadline:
+            return replies
+        log.debug("%d call(s) did not run (%s); sending them again", len(not_run), replies[not_run[0]])
+        if watch is not None:
+            watch.wait_for_change(epoch, delay)
+        else:
+            time.sleep(delay)
+        delay = min(delay * 2, _RESEND_MAX_DELAY_S)
+        pending = not_run
+
+
+class CallsOutcomeUnknown(redis.ConnectionError):
+    """The connection failed after calls were sent: ``replies`` holds what came back (None in
+    the slots of ``unknown``, the indexes of the calls that may or may not have run). The
+    cause is the connection error."""
+
+    def __init__(self, cause: BaseException, replies: Sequence[Any], unknown: Sequence[int] = ()) -> None:
+        super().__init__(str(cause))
+        self.replies = list(replies)
+        self.unknown = list(unknown)
+        self.__cause__ = cause
+
+
+def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
+    """One pass of :func:`run_calls` over one connection (its NOSCRIPT handling included)."""
     pool = client.connection_pool
     cleared = cleared_for(pool)
     conn = checkout(pool)
     replies: list[Any] = []
+    started = sent = False  # a send begun (its bytes may have gone), one done
     try:
+        if getattr(conn, "_sock", None) is None:
+            conn.connect()  # a refusal here means nothing was sent
         for lua, keys, _args in calls:
             if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
                 preflight(speak_on(conn), lua, keys)
@@ -291,16 +358,31 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
                 packed: Any = [b"".join([_pack_command(command) for command in window])]
             else:
                 packed = conn.pack_commands(window)
+            started = True
             conn.send_packed_command(packed)
+            if not sent:
+                sent = True
+                conn.streaming = True  # replies are due now: no check in the middle may drop the socket
             in_flight.append(len(window))
             if len(in_flight) > 1:
                 _read(conn, in_flight.popleft(), replies, calls)
         while in_flight:
             _read(conn, in_flight.popleft(), replies, calls)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        conn.disconnect()
+        if isinstance(exc, NotRunError) and not sent:
+            raise  # refused before its bytes left: a check of the connection's own
+        if started:
+            raise CallsOutcomeUnknown(exc, replies) from exc
+        raise NotRunError(f"nothing was sent: {exc}", "REFUSED") from exc
     except BaseException:
         conn.disconnect()
         raise
     finally:
+        with contextlib.suppress(AttributeError):
+            conn.streaming = False
+        if any(isinstance(reply, NotRunError) for reply in replies):
+            conn.disconnect()  # the server it is on no longer takes these writes
         pool.release(conn)
     missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if missing:
@@ -339,6 +421,8 @@ def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> N
     for _ in range(count):
         try:
             replies.append(conn.read_response(disconnect_on_error=False))
+        except NotRunError as exc:  # read without dropping the socket: the next replies are due on it
+            replies.append(exc)
         except ResponseError as exc:
             lua, keys, _args = calls[len(replies)]
             replies.append(refusal(exc, "evalsha", keys, lua) or exc)
