@@ -135,6 +135,8 @@ class SlotRouter:
         with self._pools_lock:
             pools = list(self._pools)
         for pool in pools:
+            if code != "ASK":  # the components' books: the slot may be on another master now
+                pool.master_moves = getattr(pool, "master_moves", 0) + 1  # type: ignore[attr-defined]
             pool.disconnect(inuse_connections=False)
 
     def refresh(self, *, force: bool = False) -> None:

@@ -5,7 +5,7 @@ sentinels named another, a ``+switch-master``, a cluster slot that moved), or a 
 answers ``MOVED``, ``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN`` or ``READONLY`` (refused
 before the command ran, or at a script's first write, so nothing was written), raises
 :class:`NotRunError`. It is a ``redis.ConnectionError``, so every reconnect loop handles it
-as it handles a lost connection; the executor (``calls.run_calls``) resends such calls itself
+as it handles a lost connection; the executor (``stream_calls.run_calls``) resends such calls itself
 (docs/queue.md, "When an add is retried").
 
 Any other connection error after a command was sent leaves its outcome unknown: the server may
