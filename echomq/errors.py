@@ -119,11 +119,13 @@ class ReplicationError(EchoMQError):
     could be lost if the master failed over before a replica got them (docs/deployment.md)."""
 
     def __init__(self, operation: str, job_ids: Sequence[str], acknowledged: int, required: int,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, *, why: str = "") -> None:
         shown = ", ".join(map(repr, job_ids[:5])) + (f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else "")
+        because = f" ({why})" if why else ""
         super().__init__(
             f"{operation}: job(s) {shown} are written on the master, but only {acknowledged} of {required} "
-            f"replica(s) acknowledged them within {timeout_ms} ms: a failover now could lose them")
+            f"replica(s) that could be promoted acknowledged them within {timeout_ms} ms{because}: a failover "
+            "now could lose them")
         self.job_ids = tuple(job_ids)
         self.acknowledged = acknowledged
         self.required = required

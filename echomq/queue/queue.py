@@ -20,9 +20,9 @@ from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
-from ..transport.stream_calls import CallsOutcomeUnknown, run_calls
 from ..transport.connection import Connection, Connections
 from ..transport.refusals import refusals
+from ..transport.stream_calls import CallsOutcomeUnknown, run_calls
 from ..types import Clock, JobOptions
 from . import admin, edits, global_limits, metrics, operations
 from .add_book import AddBook
@@ -50,9 +50,9 @@ class Queue:
     ``max_data_bytes`` (bytes of JSON, default 16 MiB) and ``max_data_depth`` (nesting, default
     512) bound every job's data, flows included (``None``: no limit); data over them is refused
     with InvalidJobOptionsError naming the limit, and nothing is written (``protocol.limits``).
-    ``wait_replicas`` (default 0: off) makes every add wait, up to ``wait_timeout_ms``, until
-    that many replicas hold it, and raise ReplicationError when fewer did (``queue.replication``,
-    docs/deployment.md).
+    ``wait_replicas`` (default 0: off; ``"all"``: every replica the master has) makes every add
+    wait, up to ``wait_timeout_ms``, until that many replicas that could be promoted hold it,
+    and raise ReplicationError when fewer did (``queue.replication``, docs/deployment.md).
     """
 
     def __init__(self, connection: Connection, queue_name: str | None = None, *, prefix: str = DEFAULT_PREFIX,
@@ -60,7 +60,7 @@ class Queue:
                  clock: Clock = system_clock, name: str | None = None,
                  max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
                  max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
-                 wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+                 wait_replicas: int | str = 0, wait_timeout_ms: int = 1000) -> None:
         if name is not None:
             if queue_name is not None:
                 raise InvalidInputError("Queue: give queue_name only (name is its old spelling)")

@@ -113,8 +113,12 @@ def promotable_from(reply: list[Any], master: Address) -> set[Address]:
     following ``master`` with a live link, priority above 0."""
     promotable: set[Address] = set()
     for entry in reply:
-        fields = dict(zip(map(text_of, entry[::2]), map(text_of, entry[1::2]))) if isinstance(entry, list) \
-            else {}
+        if isinstance(entry, dict):  # RESP3
+            fields = {text_of(k): text_of(v) for k, v in entry.items()}
+        elif isinstance(entry, list):
+            fields = dict(zip(map(text_of, entry[::2]), map(text_of, entry[1::2])))
+        else:
+            continue
         flags = fields.get("flags", "")
         if "s_down" in flags or "o_down" in flags or "disconnected" in flags:
             continue
