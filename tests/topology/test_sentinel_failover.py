@@ -22,27 +22,11 @@ from collections.abc import Callable
 
 import pytest
 
-from support.failover_load import FailoverLoad, Outcome
+from support.failover_load import FailoverLoad, assert_books
 from support.topologies import SentinelSetup
 from support.workers import wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
-
-#: The most adds a failover may lose, in seconds of the add rate (issue 23).
-LOST_SECONDS = 0.5
-
-
-def assert_books(outcome: Outcome, load: FailoverLoad, *, none_lost: bool) -> None:
-    lost = outcome.lost
-    if none_lost:
-        assert lost == set(), f"{len(lost)} acknowledged adds lost: {sorted(lost)[:10]}"
-    else:
-        assert len(lost) <= LOST_SECONDS * outcome.add_rate, (len(lost), outcome.add_rate)
-        assert lost <= outcome.reported_lost, f"lost silently: {sorted(lost - outcome.reported_lost)[:10]}"
-    assert outcome.reused == [], f"ids naming two jobs: {outcome.reused[:10]}"
-    assert {j: n for j, n in outcome.iteration_runs.items() if n > 1} == {}
-    assert outcome.problems(load.kill_wall_ms, (load.kill_at, load.kill_at + 60)) == []
-
 
 @pytest.mark.parametrize(("how", "wait_replicas"), [
     ("failover-to-first-asked", 0),
@@ -74,5 +58,5 @@ def test_a_failover_under_full_load(how: str, wait_replicas: int | str,
         load.close()
     for name, value in outcome.metrics.items():
         record_property(name, value)
-    print(f"\n{how} wait_replicas={wait_replicas}: {outcome.metrics}")  # noqa: T201 - the figures of the run
+    print(f"\n{how} wait_replicas={wait_replicas}: {outcome.metrics}")
     assert_books(outcome, load, none_lost=wait_replicas == "all" or how != "kill-9")
