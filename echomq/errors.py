@@ -136,13 +136,13 @@ class AddOutcomeUnknownError(EchoMQError, RedisConnectionError):
     """The connection failed after an add was sent and before its reply came: the job may or may
     not have been added. Sending the same add again without a ``job_id`` can add it twice; with a
     ``job_id`` it is safe (the second add returns the first job). Adds that certainly did not
-    run are sent again by the Queue itself, never raised as this (docs/queue.md, "When an add
-    is retried"). ``job_ids`` are the jobs that were added (their replies came) before it."""
+    run are sent again by the Queue itself, never raised as this (docs/deployment.md, "When an
+    add is sent again"). ``job_ids`` are the jobs that were added (their replies came) before it."""
 
     def __init__(self, operation: str, unknown: int, job_ids: Sequence[str], cause: BaseException) -> None:
         super().__init__(
             f"{operation}: the connection was lost after {unknown} add(s) were sent ({cause}); they may or may "
-            "not have been added: an add sent again without a job_id may add its job twice (docs/queue.md)")
+            "not have been added: an add sent again without a job_id may add its job twice (docs/deployment.md)")
         self.unknown = unknown
         self.job_ids = tuple(job_ids)
 

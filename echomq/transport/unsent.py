@@ -6,7 +6,7 @@ answers ``MOVED``, ``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN`` or ``READONLY``
 before the command ran, or at a script's first write, so nothing was written), raises
 :class:`NotRunError`. It is a ``redis.ConnectionError``, so every reconnect loop handles it
 as it handles a lost connection; the executor (``stream_calls.run_calls``) resends such calls itself
-(docs/queue.md, "When an add is retried").
+(docs/deployment.md, "When an add is sent again").
 
 Any other connection error after a command was sent leaves its outcome unknown: the server may
 have run it and the reply been lost. Only the caller can decide to send it again
