@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -26,9 +27,9 @@ def test_an_iteration_whose_completion_was_lost_is_not_run_again(connection: red
     runs: list[str] = []
     lock = threading.Lock()
 
-    def processor(job: object) -> str:
+    def processor(job: Any) -> str:
         with lock:
-            runs.append(getattr(job, "id"))
+            runs.append(job.id)
         return "done"
 
     worker = Worker(connection, queue_name, processor, drain_delay=0.2)
