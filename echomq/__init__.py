@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "JobFailedError": "errors",
     "JobWaitTimeoutError": "errors",
     "ReplicationError": "errors",
+    "AddOutcomeUnknownError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
     "Subscriber": "types",
@@ -100,6 +101,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests keep it in step with _EXPORTS
     from .clock import system_clock
     from .errors import (
+        AddOutcomeUnknownError,
         ConnectionClosedError,
         EchoMQError,
         ForkedProcessError,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NoReturn
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError
 
 
@@ -118,15 +119,32 @@ class ReplicationError(EchoMQError):
     could be lost if the master failed over before a replica got them (docs/deployment.md)."""
 
     def __init__(self, operation: str, job_ids: Sequence[str], acknowledged: int, required: int,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, *, why: str = "") -> None:
         shown = ", ".join(map(repr, job_ids[:5])) + (f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else "")
+        because = f" ({why})" if why else ""
         super().__init__(
             f"{operation}: job(s) {shown} are written on the master, but only {acknowledged} of {required} "
-            f"replica(s) acknowledged them within {timeout_ms} ms: a failover now could lose them")
+            f"replica(s) that could be promoted acknowledged them within {timeout_ms} ms{because}: a failover "
+            "now could lose them")
         self.job_ids = tuple(job_ids)
         self.acknowledged = acknowledged
         self.required = required
         self.timeout_ms = timeout_ms
+
+
+class AddOutcomeUnknownError(EchoMQError, RedisConnectionError):
+    """The connection failed after an add was sent and before its reply came: the job may or may
+    not have been added. Sending the same add again without a ``job_id`` can add it twice; with a
+    ``job_id`` it is safe (the second add returns the first job). Adds that certainly did not
+    run are sent again by the Queue itself, never raised as this (docs/deployment.md, "When an
+    add is sent again"). ``job_ids`` are the jobs that were added (their replies came) before it."""
+
+    def __init__(self, operation: str, unknown: int, job_ids: Sequence[str], cause: BaseException) -> None:
+        super().__init__(
+            f"{operation}: the connection was lost after {unknown} add(s) were sent ({cause}); they may or may "
+            "not have been added: an add sent again without a job_id may add its job twice (docs/deployment.md)")
+        self.unknown = unknown
+        self.job_ids = tuple(job_ids)
 
 
 class UnrecoverableError(Exception):

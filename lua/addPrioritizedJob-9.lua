@@ -9,7 +9,8 @@
     ARGV[1..11] the add layout described in includes/prepareNewJob.lua
 
   Output:
-    jobId  the new job's id, or the existing one (duplicated custom id, deduplication hit)
+    jobId  the new job's id, or the existing one (duplicated custom id, deduplication hit);
+           {jobId, n} when the id counter had gone back to n (includes/prepareNewJob.lua)
     -5     the parent job does not exist
     -7     the existing custom-id job belongs to another parent
 
@@ -21,16 +22,16 @@
 -- @include "storeNewJob"
 -- @include "enqueueStoredJob"
 local eventsKey = KEYS[8]
-local jobId, jobKey, maxEvents, opts, early = prepareNewJob(KEYS[3], KEYS[2], KEYS[6], eventsKey)
+local jobId, jobKey, maxEvents, opts, early, rolledBack = prepareNewJob(KEYS[3], KEYS[2], KEYS[6], eventsKey)
 if early then
-  return early
+  return withRollback(early, rolledBack)
 end
 local owner = deduplicateJob(opts["de"], jobId, ARGV[9], KEYS[5], eventsKey, maxEvents, ARGV[1], true)
 if owner then
-  return owner
+  return withRollback(owner, rolledBack)
 end
 local _, priority = storeNewJob(eventsKey, jobKey, jobId, opts)
 local q = {prioritized = KEYS[4], pc = KEYS[9], meta = KEYS[2], active = KEYS[7],
            events = eventsKey, marker = KEYS[1]}
 enqueueStoredJob(q, jobId, ARGV[4], 0, priority, false, maxEvents)
-return jobId
+return withRollback(jobId, rolledBack)

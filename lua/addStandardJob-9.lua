@@ -10,7 +10,8 @@
     ARGV[1..11] the add layout described in includes/prepareNewJob.lua
 
   Output:
-    jobId  the new job's id, or the existing one (duplicated custom id, deduplication hit)
+    jobId  the new job's id, or the existing one (duplicated custom id, deduplication hit);
+           {jobId, n} when the id counter had gone back to n (includes/prepareNewJob.lua)
     -5     the parent job does not exist
     -7     the existing custom-id job belongs to another parent
 
@@ -22,15 +23,15 @@
 -- @include "storeNewJob"
 -- @include "enqueueStoredJob"
 local eventsKey = KEYS[8]
-local jobId, jobKey, maxEvents, opts, early = prepareNewJob(KEYS[4], KEYS[3], KEYS[5], eventsKey)
+local jobId, jobKey, maxEvents, opts, early, rolledBack = prepareNewJob(KEYS[4], KEYS[3], KEYS[5], eventsKey)
 if early then
-  return early
+  return withRollback(early, rolledBack)
 end
 local owner = deduplicateJob(opts["de"], jobId, ARGV[9], KEYS[6], eventsKey, maxEvents, ARGV[1], true)
 if owner then
-  return owner
+  return withRollback(owner, rolledBack)
 end
 storeNewJob(eventsKey, jobKey, jobId, opts)
 local q = {wait = KEYS[1], meta = KEYS[3], active = KEYS[7], events = eventsKey, marker = KEYS[9]}
 enqueueStoredJob(q, jobId, ARGV[4], 0, 0, opts["lifo"], maxEvents)
-return jobId
+return withRollback(jobId, rolledBack)

@@ -15,16 +15,17 @@ import redis
 
 from .._version import __version__
 from ..clock import system_clock
-from ..errors import InvalidInputError
+from ..errors import AddOutcomeUnknownError, InvalidInputError
 from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
-from ..transport.calls import run_calls
 from ..transport.connection import Connection, Connections
 from ..transport.refusals import refusals
+from ..transport.stream_calls import CallsOutcomeUnknown, run_calls
 from ..types import Clock, JobOptions
 from . import admin, edits, global_limits, metrics, operations
+from .add_book import AddBook
 from .enqueue import AddCall, AddPlanner, check_add_result, job_spec
 from .flows import add_flow
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
@@ -49,9 +50,9 @@ class Queue:
     ``max_data_bytes`` (bytes of JSON, default 16 MiB) and ``max_data_depth`` (nesting, default
     512) bound every job's data, flows included (``None``: no limit); data over them is refused
     with InvalidJobOptionsError naming the limit, and nothing is written (``protocol.limits``).
-    ``wait_replicas`` (default 0: off) makes every add wait, up to ``wait_timeout_ms``, until
-    that many replicas hold it, and raise ReplicationError when fewer did (``queue.replication``,
-    docs/deployment.md).
+    ``wait_replicas`` (default 0: off; ``"all"``: every replica the master has) makes every add
+    wait, up to ``wait_timeout_ms``, until that many replicas that could be promoted hold it,
+    and raise ReplicationError when fewer did (``queue.replication``, docs/deployment.md).
     """
 
     def __init__(self, connection: Connection, queue_name: str | None = None, *, prefix: str = DEFAULT_PREFIX,
@@ -59,7 +60,7 @@ class Queue:
                  clock: Clock = system_clock, name: str | None = None,
                  max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES,
                  max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
-                 wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+                 wait_replicas: int | str = 0, wait_timeout_ms: int = 1000) -> None:
         if name is not None:
             if queue_name is not None:
                 raise InvalidInputError("Queue: give queue_name only (name is its old spelling)")
@@ -79,6 +80,15 @@ class Queue:
         self._connections = Connections(connection, route_key=self.keys.meta)
         self.client: redis.Redis = self._connections.client
         self._meta_written = False
+        self._book = AddBook(queue_name)
+        self._pool = self.client.connection_pool
+
+    @property
+    def lost_job_ids(self) -> list[str]:
+        """Ids of adds this Queue acknowledged that a failover or a restart lost, as far as it
+        could tell (the newest :data:`~echomq.queue.add_book._LOST_KEPT`); each was also logged
+        as a WARNING (docs/deployment.md, "What a failover can lose")."""
+        return list(self._book.lost_job_ids)
 
     @property
     def queue_name(self) -> str:
@@ -123,10 +133,16 @@ class Queue:
         """
         call = self._planner.prepare(name, data, opts)
         self._write_meta()
-        [reply] = run_calls(self.client, [(call.script, call.keys, call.args)])
+        book = self._book
+        try:
+            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *book.floor_args()])])
+        except CallsOutcomeUnknown as exc:
+            raise AddOutcomeUnknownError("add", 1, [], exc.__cause__ or exc) from exc.__cause__
         if isinstance(reply, Exception):
             raise reply
-        job = self._job_for(call, check_add_result(reply, call))
+        job = self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
+                            else book.handed(reply, call.custom_id))
+        self._after_adds()
         self._confirm("add", [job.id])
         return job
 
@@ -141,14 +157,32 @@ class Queue:
         calls = [self._planner.prepare(*job_spec(item)) for item in jobs]
         if calls:
             self._write_meta()
-        replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls])
+        book = self._book
+        floor = book.floor_args()
+        try:
+            replies = run_calls(self.client, [(call.script, call.keys, [*call.args, *floor]) for call in calls])
+        except CallsOutcomeUnknown as exc:
+            handed = [book.handed(reply, call.custom_id) for call, reply in zip(calls, exc.replies)
+                      if reply is not None and not isinstance(reply, (int, Exception))]
+            raise AddOutcomeUnknownError("add_bulk", len(exc.unknown), handed, exc.__cause__ or exc) \
+                from exc.__cause__
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        added = [self._job_for(call, check_add_result(reply, call)) for call, reply in zip(calls, replies)]
+        added = [self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
+                               else book.handed(reply, call.custom_id)) for call, reply in zip(calls, replies)]
+        self._after_adds()
         if added:
             self._confirm("add_bulk", [job.id for job in added])
         return added
+
+    def _after_adds(self) -> None:
+        """After a master move the transport told of: report this Queue's adds it lost (add_book.py)."""
+        moves = getattr(self._pool, "master_moves", 0)
+        if moves != self._book.moves_seen:
+            self._book.moves_seen = moves
+            with refusals("add", [self.keys.meta]):
+                self._book.check_gap(self.client, self.keys.meta)
 
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.
@@ -295,6 +329,7 @@ class Queue:
         """Delete the queue and everything in it (pauses it first). Active jobs need ``force``."""
         _check_flag("obliterate", "force", force)
         admin.obliterate(self.client, self.keys, force)
+        self._book.reset()
 
     def trim_events(self, max_len: int) -> int:
         """Approximately trim the events stream to ``max_len`` entries; returns how many went."""

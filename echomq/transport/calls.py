@@ -8,8 +8,8 @@ call again: a flushed cache costs one round trip, never an error.
   (redis-py loads the script before a MULTI, so NOSCRIPT cannot fail half a transaction);
 * :class:`PinnedConnection`: the worker's hot path, EVALSHA over one pool connection a thread
   keeps for its lifetime, without redis-py's per-command bookkeeping;
-* :func:`run_calls`: many calls streamed over one connection in windows, so Python packing the
-  next window overlaps Redis running the last one (bulk adds).
+* ``stream_calls.run_calls``: many calls streamed over one connection in windows, so Python
+  packing the next window overlaps Redis running the last one (adds, bulk adds).
 
 **ACL refusals** (docs/security.md). Redis checks a script's commands one by one as it runs and
 undoes nothing, so a user allowed EVALSHA but not, say, LPUSH would leave a job half-added. On
@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import socket
 import threading
 import weakref
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -42,6 +42,8 @@ from .refusals import CALLED_COMMAND, key_pattern, refusal
 from .reply_wait import LARGE_SEND, ReplySpin, timed, untimed, wait_for_reply
 from .scripts import LuaScript
 
+log = logging.getLogger(__name__)
+
 
 def _hiredis_packer() -> Callable[[tuple[Any, ...]], bytes] | None:
     """hiredis packs a whole command in C; redis-py would check and encode each argument in Python."""
@@ -52,10 +54,7 @@ def _hiredis_packer() -> Callable[[tuple[Any, ...]], bytes] | None:
     return pack_command
 
 
-_pack_command = _hiredis_packer()
-
-#: Calls per window of :func:`run_calls`; two windows are in flight at a time.
-WINDOW = 256
+pack_command = _hiredis_packer()
 
 Call = tuple[LuaScript, Sequence[str], Sequence[Any]]
 
@@ -176,8 +175,8 @@ def run_script(client: Any, lua: LuaScript, keys: Sequence[str], args: Sequence[
 
 def pack_one(conn: Any, command: tuple[Any, ...]) -> bytes:
     """One command as the bytes ``conn.send_packed_command`` takes (hiredis packs it in C)."""
-    if _pack_command is not None:
-        return _pack_command(command)
+    if pack_command is not None:
+        return pack_command(command)
     return b"".join(conn.pack_command(*command))
 
 
@@ -257,88 +256,3 @@ class PinnedConnection:
                 self.pool.release(conn)
             except (redis.RedisError, OSError):  # the pool may be closed; the socket goes with it
                 conn.disconnect()
-
-
-def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
-    """Run every call in order; returns each reply (an exception instance for an error reply).
-
-    An error reply is returned in its slot, not raised, so one bad call never desynchronises
-    the stream. NOSCRIPT replies mean those calls did not run: the scripts are loaded and
-    those calls sent again.
-    """
-    if not calls:
-        return []
-    for lua, keys, _args in calls:
-        lua.check_arity(keys)  # every call, before any I/O
-    pool = client.connection_pool
-    cleared = cleared_for(pool)
-    conn = checkout(pool)
-    replies: list[Any] = []
-    try:
-        for lua, keys, _args in calls:
-            if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
-                preflight(speak_on(conn), lua, keys)
-                cleared.add(lua.sha)
-        scripts = {lua.sha: (lua, keys) for lua, keys, _args in calls}
-        if len(scripts) > 1:
-            _load_before_streaming(conn, scripts.values())
-        in_flight: deque[int] = deque()
-        for start in range(0, len(calls), WINDOW):
-            # Each window is built while Redis runs the one before (building them all first
-            # would leave the server idle for the whole build).
-            window = [lua.command(keys, args) for lua, keys, args in calls[start : start + WINDOW]]
-            if _pack_command is not None:
-                packed: Any = [b"".join([_pack_command(command) for command in window])]
-            else:
-                packed = conn.pack_commands(window)
-            conn.send_packed_command(packed)
-            in_flight.append(len(window))
-            if len(in_flight) > 1:
-                _read(conn, in_flight.popleft(), replies, calls)
-        while in_flight:
-            _read(conn, in_flight.popleft(), replies, calls)
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if missing:
-        for lua in {id(calls[i][0]): calls[i][0] for i in missing}.values():
-            try:
-                client.script_load(lua.source)
-            except ResponseError as exc:
-                refused = refusal(exc, "script|load", calls[missing[0]][1], lua)
-                if refused is None:
-                    raise
-                raise refused from None
-        again = run_calls(client, [calls[i] for i in missing])
-        for i, reply in zip(missing, again):
-            replies[i] = reply
-    return replies
-
-
-def _load_before_streaming(conn: Any, scripts: Iterable[tuple[LuaScript, Sequence[str]]]) -> None:
-    """SCRIPT LOAD each script of a batch that mixes several, in one round trip, before it
-    streams. Calls that meet NOSCRIPT are sent again after the others: with one script that is
-    every call, in order, but with two, the calls of the cached one would run first and a bulk's
-    job ids would no longer follow its order (a restarted server, a fresh cluster node)."""
-    pending = list(scripts)
-    conn.send_packed_command(conn.pack_commands([("SCRIPT", "LOAD", lua.source) for lua, _keys in pending]))
-    for lua, keys in pending:
-        try:
-            conn.read_response()
-        except ResponseError as exc:
-            refused = refusal(exc, "script|load", keys, lua)
-            if refused is None:
-                raise
-            raise refused from None
-
-
-def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> None:
-    for _ in range(count):
-        try:
-            replies.append(conn.read_response(disconnect_on_error=False))
-        except ResponseError as exc:
-            lua, keys, _args = calls[len(replies)]
-            replies.append(refusal(exc, "evalsha", keys, lua) or exc)

@@ -32,8 +32,10 @@ import redis
 from redis.backoff import EqualJitterBackoff
 from redis.cluster import RedisCluster
 from redis.connection import Connection, ConnectionPool, SSLConnection
-from redis.exceptions import AskError, MovedError, ReadOnlyError
+from redis.exceptions import AskError, ClusterDownError, MasterDownError, MovedError, ReadOnlyError, TryAgainError
 from redis.retry import Retry
+
+from .unsent import NotRunError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,16 @@ log = logging.getLogger(__name__)
 #: error code redis-py strips (its parser maps them to classes on redis-py 8; older parsers
 #: leave a plain ResponseError whose message starts with the code).
 _TOPOLOGY_CODES = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "UNBLOCKED")
+#: Those of them a server answers before it runs the command (or, READONLY, at a script's first
+#: write): nothing was written, the command may be sent again (transport/unsent.py). UNBLOCKED
+#: ends a blocking read, which is the reader's to retry.
+_NOT_RUN_CODES = frozenset(_TOPOLOGY_CODES) - {"UNBLOCKED"}
+#: The classes redis-py's parsers turn them into. redis-py 5.0's cluster parser strips the code
+#: from the message ("The cluster is down"), so the class is all that tells; MasterDownError
+#: before ClusterDownError, its base.
+_CODE_CLASSES: tuple[tuple[type[BaseException], str], ...] = (
+    (MovedError, "MOVED"), (AskError, "ASK"), (ReadOnlyError, "READONLY"), (TryAgainError, "TRYAGAIN"),
+    (MasterDownError, "MASTERDOWN"), (ClusterDownError, "CLUSTERDOWN"))
 
 #: The shortest time between two full topology refreshes (CLUSTER SLOTS) of one cluster client:
 #: a hundred worker threads that all hit the same dead master refresh once, not a hundred times.
@@ -58,14 +70,14 @@ _ROUTERS_LOCK = threading.Lock()
 
 def topology_code(exc: BaseException) -> str | None:
     """The cluster error code of ``exc`` when it says the topology moved, else None."""
-    if not isinstance(exc, redis.ResponseError):
-        return None
-    for code in (getattr(exc, "status_code", None), str(exc).split(" ", 1)[0]):
-        if code in _TOPOLOGY_CODES:
-            return str(code)
-    for kind, code in ((MovedError, "MOVED"), (AskError, "ASK"), (ReadOnlyError, "READONLY")):
+    for kind, code in _CODE_CLASSES:
         if isinstance(exc, kind):
             return code
+    if not isinstance(exc, redis.ResponseError):
+        return None
+    for told in (getattr(exc, "status_code", None), str(exc).split(" ", 1)[0]):
+        if told in _TOPOLOGY_CODES:
+            return str(told)
     return None
 
 
@@ -123,6 +135,8 @@ class SlotRouter:
         with self._pools_lock:
             pools = list(self._pools)
         for pool in pools:
+            if code != "ASK":  # the components' books: the slot may be on another master now
+                pool.master_moves = getattr(pool, "master_moves", 0) + 1  # type: ignore[attr-defined]
             pool.disconnect(inuse_connections=False)
 
     def refresh(self, *, force: bool = False) -> None:
@@ -167,11 +181,14 @@ class _SlotOwnerMixin:
             code = topology_code(exc)
             if code is None:
                 raise
-            self.disconnect()  # type: ignore[attr-defined]
+            if kwargs.get("disconnect_on_error", True) is not False:  # else the caller reads on, then drops it
+                self.disconnect()  # type: ignore[attr-defined]
             self.slot_router.stale(exc, code)
-            raise redis.ConnectionError(
-                f"slot {self.slot_router.slot} moved away from {self.host}:{self.port} ({code}: {exc}); "
-                "reconnecting to its current master") from exc
+            message = (f"slot {self.slot_router.slot} moved away from {self.host}:{self.port} ({code}: {exc}); "
+                       "reconnecting to its current master")
+            if code in _NOT_RUN_CODES:
+                raise NotRunError(message + " (the command did not run)", code) from exc
+            raise redis.ConnectionError(message) from exc
 
 
 class SlotOwnerConnection(_SlotOwnerMixin, Connection):

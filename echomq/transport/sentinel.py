@@ -1,128 +1,216 @@
-"""Sentinel: connections that ask the sentinels where the master is each time they connect.
+"""Sentinel: connections that follow the master the moment the sentinels name it.
 
-redis-py's ``SentinelManagedConnection`` resolves the master in ``connect()``, which the pool
-calls at checkout. A connection kept by its owner across an error (the worker's pinned
-connection: transport/calls.py) reconnects through ``send_packed_command`` instead, which
-reuses the old address: after a failover it would reconnect to the demoted master, read
-READONLY, and do so forever. :class:`MasterConnection` resolves in ``_connect``, the one step
-every path goes through, so each new socket goes to the current master. A component given a
-``master_for()`` client works on a copy of its pool with this class (same service, sentinels
-and settings); its dedicated clients too (connection.py's ``dedicated_client``).
+redis-py's ``SentinelManagedConnection`` asks ``discover_master`` (``SENTINEL MASTERS``) when it
+connects, and the sentinel that runs a failover keeps naming the old master there for seconds
+after it already answers the new one to ``SENTINEL GET-MASTER-ADDR-BY-NAME`` (about 6 s on the
+test rig). A client that keeps writing to the old master until the sentinels demote it loses
+every one of those writes when it resyncs. So a component's Sentinel pool (a copy of the
+caller's ``master_for()`` pool, :func:`copy_sentinel_pool`) follows one :class:`SentinelWatch`
+per (Sentinel object, service), which
 
-A demoted master's READONLY is already a ConnectionError in redis-py (the socket is dropped),
-and Sentinel closes the old master's client connections when it reconfigures it, so every
-reader, pinned or blocking, lands in its component's reconnect loop (docs/deployment.md).
+* asks **every** sentinel ``GET-MASTER-ADDR-BY-NAME`` (the question that answers first), every
+  :data:`MASTER_CHECK_INTERVAL_S`, and when they disagree moves to the node named that is not
+  the one it is on and answers ``ROLE`` as a master (a sentinel that ran the failover knows
+  before the others; a node it left behind is never gone back to until they all name it);
+* subscribes to every sentinel's failover messages: ``+selected-slave``,
+  ``+failover-state-send-slaveof-noone``, ``+failover-state-wait-promotion`` and ``+odown``
+  mark the master as **being demoted** (connections stop sending to it at once: what it took
+  from then on would be thrown away), ``+promoted-slave`` and ``+switch-master`` name the new
+  master (connections move there in milliseconds), ``-failover-abort-*``, ``-odown`` and
+  ``+failover-end`` lift the demotion if the master did not change;
+* checks ``ROLE`` of the master it follows at every poll and of every new socket: a master that
+  answers as a replica is gone, whatever a sentinel says.
 
-That alone leaves a window: after ``SENTINEL FAILOVER`` the sentinels promote the replica at
-once but reconfigure the old master only seconds later (11 s on the test rig), and until then
-it is still a master that takes writes, which vanish when it resyncs. So a connection asks the
-sentinels, at most every :data:`MASTER_CHECK_INTERVAL_S` per pool, whether its server is
-still the master before it sends; when it is not, it drops the socket and raises
-ConnectionError without sending. The window shrinks to that interval. A ``NOREPLICAS`` reply
-(``min-replicas-to-write``: the master lost its replicas) makes the next send check at once.
+A connection whose server is no longer the one to write to drops its socket and raises
+:class:`~echomq.transport.unsent.NotRunError` without sending; the executor resends (stream_calls.py),
+the components' reconnect loops reconnect, and each new socket goes to the current master.
+
+The watch's thread (``echomq-sentinel-watch``, a daemon) runs only while a component's pool is
+open: it starts at the first connect of one and stops when the last one closes (each
+``Connections.close()`` ends in ``pool.disconnect()``). A forked child never uses the parent's
+thread or sockets: they are forgotten after ``fork()`` and the child starts its own at its
+first connect.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
+import os
 import threading
-import time
 import weakref
 from typing import Any
 
 import redis
 import redis.sentinel
-from redis.connection import SSLConnection
+from redis.connection import Connection, SSLConnection
+from redis.exceptions import ReadOnlyError
 from redis.sentinel import SentinelConnectionPool, SentinelManagedConnection, SentinelManagedSSLConnection
 
-log = logging.getLogger(__name__)
+from .sentinel_watch import MASTER_CHECK_INTERVAL_S, SentinelWatch
+from .sentinel_wire import role_of
+from .unsent import NotRunError
 
-#: How stale the sentinels' answer to "who is the master" may be when a connection sends.
-MASTER_CHECK_INTERVAL_S = 0.5
-
-
-class _MasterWatch:
-    """One pool's latest answer from the sentinels, shared by its connections (one asks, the
-    others use the answer until it is :data:`MASTER_CHECK_INTERVAL_S` old)."""
-
-    def __init__(self) -> None:
-        self.address: tuple[str, int] | None = None
-        self.checked = 0.0
-        self.lock = threading.Lock()
-
-    def due(self) -> bool:
-        return time.monotonic() - self.checked >= MASTER_CHECK_INTERVAL_S
-
-    def master(self, pool: Any) -> tuple[str, int] | None:
-        """The master's address, asked again if the last answer is stale; None when no
-        sentinel answers (the master we are on may well be fine: keep using it)."""
-        with self.lock:
-            if not self.due():
-                return self.address
-            self.checked = time.monotonic()
-            try:
-                host, port = pool.sentinel_manager.discover_master(pool.service_name)
-            except (redis.RedisError, OSError) as exc:
-                log.debug("sentinels did not name the master of %r (%s); staying on this one", pool.service_name, exc)
-                return None
-            self.address = (str(host), int(port))
-            return self.address
-
-    def expire(self) -> None:
-        self.checked = 0.0
+__all__ = ["MASTER_CHECK_INTERVAL_S", "SentinelWatch", "watch_of"]
 
 
-_WATCHES: weakref.WeakKeyDictionary[Any, _MasterWatch] = weakref.WeakKeyDictionary()
+_WATCHES: weakref.WeakKeyDictionary[Any, dict[str, SentinelWatch]] = weakref.WeakKeyDictionary()
 _WATCHES_LOCK = threading.Lock()
 
 
-def _watch_of(pool: Any) -> _MasterWatch:
-    watch = _WATCHES.get(pool)
-    if watch is None:
-        with _WATCHES_LOCK:
-            watch = _WATCHES.setdefault(pool, _MasterWatch())
+def watch_of(pool: Any) -> SentinelWatch:
+    """The watch of ``pool``'s Sentinel object and service (one per pair, made on first use)."""
+    watch: SentinelWatch | None = getattr(pool, "sentinel_watch", None)
+    if watch is not None:
+        return watch
+    with _WATCHES_LOCK:
+        by_service = _WATCHES.setdefault(pool.sentinel_manager, {})
+        watch = by_service.get(pool.service_name)
+        if watch is None:
+            watch = by_service[pool.service_name] = SentinelWatch(pool.sentinel_manager, pool.service_name)
+    with contextlib.suppress(AttributeError):
+        pool.sentinel_watch = watch
     return watch
 
 
+def _forget_watches_after_fork() -> None:
+    # _WATCHES_LOCK is only held for a dict lookup, never across a fork-prone call
+    for by_service in list(_WATCHES.values()):
+        for watch in by_service.values():
+            watch.forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_watches_after_fork)
+
+
+def _pool_of(conn: Any) -> Any:
+    """The pool a connection belongs to (redis-py 6+ hands connections a proxy of it)."""
+    pool = conn.connection_pool
+    ref = getattr(pool, "connection_pool_ref", None)
+    if ref is not None:
+        real = ref()
+        if real is not None:
+            return real
+    return pool
+
+
 class MasterConnection(SentinelManagedConnection):
-    """A connection to the service's current master, resolved at every connect and checked
-    (at most every :data:`MASTER_CHECK_INTERVAL_S`) before it sends."""
+    """A connection to the service's current master as its :class:`SentinelWatch` knows it:
+    resolved at every connect, checked with ROLE once connected, and checked against the watch
+    (two attribute reads) before every send."""
 
     connection_pool: Any
+    _watch: SentinelWatch | None = None
+    _watch_epoch = -1
+    #: Set by the executor while it streams several windows before reading: a send in the
+    #: middle must not drop the socket with replies still due on it.
+    streaming = False
 
     def _connect(self) -> Any:
-        if self.connection_pool.is_master:
-            self.host, self.port = self.connection_pool.get_master_address()
+        pool = _pool_of(self)
+        if pool.is_master:
+            watch = watch_of(pool)
+            watch.attach(pool)
+            self._watch = watch
+            self._watch_epoch = watch.epoch
+            self.host, self.port = watch.address()
         connect: Any = super()._connect  # untyped in redis-py
         return connect()
 
+    def _check_role(self) -> None:
+        """A node that answers ROLE as a replica is not the master, whoever named it."""
+        if not self.connection_pool.is_master:
+            return
+        send: Any = self.send_command  # untyped in redis-py
+        send("ROLE", check_health=False)
+        role = role_of(self.read_response())
+        if role != "master":
+            where = (str(self.host), int(self.port))
+            watch_of(_pool_of(self)).supersede(where, f"answers ROLE as {role or 'nothing'}")
+            disconnect: Any = self.disconnect  # untyped in redis-py
+            disconnect()
+            raise NotRunError(f"{where[0]}:{where[1]} is a {role or 'non-master'}, not the master of "
+                              f"{self.connection_pool.service_name!r}: reconnecting", "READONLY")
+
+    if hasattr(Connection, "on_connect_check_health"):  # redis-py 6+
+        def on_connect_check_health(self, check_health: bool = True) -> None:
+            handshake: Any = super().on_connect_check_health
+            handshake(check_health=check_health)
+            self._check_role()
+    else:  # pragma: no cover - redis-py 5
+        def on_connect(self) -> None:
+            handshake: Any = super().on_connect
+            handshake()
+            self._check_role()
+
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        pool = self.connection_pool
-        if pool.is_master and getattr(self, "_sock", None) is not None:
-            watch = _watch_of(pool)
-            if watch.due():
-                master = watch.master(pool)
-                if master is not None and master != (self.host, int(self.port)):
-                    where = f"{self.host}:{self.port}"
-                    disconnect: Any = self.disconnect  # untyped in redis-py
-                    disconnect()
-                    raise redis.ConnectionError(f"{where} is no longer the master of {pool.service_name!r} "
-                                                f"(the sentinels name {master[0]}:{master[1]}): reconnecting")
+        watch = self._watch
+        if watch is not None and watch.epoch != self._watch_epoch and not self.streaming \
+                and getattr(self, "_sock", None) is not None:
+            self._recheck(watch)
         send: Any = super().send_packed_command  # untyped in redis-py
         send(command, check_health)
 
+    def _recheck(self, watch: SentinelWatch) -> None:
+        """The watch moved on since this socket connected: still the node to write to?"""
+        where = (str(self.host), int(self.port))
+        with watch.lock:
+            master, demoting, epoch = watch.master, watch.demoting, watch.epoch
+        if master == where and demoting != where:
+            self._watch_epoch = epoch
+            return
+        disconnect: Any = self.disconnect  # untyped in redis-py
+        disconnect()
+        if demoting == where:
+            raise NotRunError(f"{where[0]}:{where[1]} is being demoted by the sentinels of {watch.service!r}: "
+                              "not sent, reconnecting to the new master", "DEMOTING")
+        named = f"{master[0]}:{master[1]}" if master else "no master yet"
+        raise NotRunError(f"{where[0]}:{where[1]} is no longer the master of {watch.service!r} (the sentinels "
+                          f"name {named}): not sent, reconnecting", "MOVED-MASTER")
+
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            read: Any = super().read_response  # untyped in redis-py
-            return read(*args, **kwargs)
+            read: Any = Connection.read_response  # below SentinelManagedConnection's: READONLY is handled here
+            return read(self, *args, **kwargs)
+        except ReadOnlyError as exc:
+            if not self.connection_pool.is_master:
+                raise
+            where = (str(self.host), int(self.port))
+            watch_of(_pool_of(self)).supersede(where, "answered READONLY")
+            if kwargs.get("disconnect_on_error", True) is not False:
+                disconnect: Any = self.disconnect  # untyped in redis-py
+                disconnect()
+            raise NotRunError(f"{where[0]}:{where[1]} answered READONLY: it is a replica now; the command did "
+                              "not run", "READONLY") from exc
         except redis.ResponseError as exc:
             if "NOREPLICAS" in str(exc) and self.connection_pool.is_master:
-                _watch_of(self.connection_pool).expire()  # a failover may be under way: ask at the next send
+                watch = watch_of(_pool_of(self))
+                watch._next_poll = 0.0  # a failover may be under way: ask now
+                watch._poke()
             raise
 
 
 class MasterSSLConnection(MasterConnection, SSLConnection):
     """The TLS variant of :class:`MasterConnection`."""
+
+
+class FollowingPool(SentinelConnectionPool):
+    """A component's pool on a Sentinel service: its connections follow the watch, and its
+    full ``disconnect()`` (what closing the component does) lets the watch's thread go."""
+
+    sentinel_watch: SentinelWatch | None = None
+
+    def get_master_address(self) -> Any:
+        """The watch's master (redis-py's own asks ``SENTINEL MASTERS``, which lags)."""
+        if self.is_master:
+            return watch_of(self).address()
+        resolve: Any = super().get_master_address  # untyped in redis-py
+        return resolve()
+
+    def disconnect(self, inuse_connections: bool = True) -> None:
+        super().disconnect(inuse_connections)
+        if inuse_connections and self.is_master:
+            watch_of(self).detach(self)
 
 
 #: redis-py's classes and ours in their place; a class of the caller's own is kept as it is.
@@ -135,14 +223,23 @@ def is_sentinel_master(client: Any) -> bool:
     return isinstance(pool, SentinelConnectionPool) and bool(pool.is_master)
 
 
+def watch_for(client: Any) -> SentinelWatch | None:
+    """The watch a component client follows (a client of :func:`copy_sentinel_pool`), else None."""
+    pool = getattr(client, "connection_pool", None)
+    if isinstance(pool, FollowingPool) and pool.is_master:
+        return watch_of(pool)
+    return None
+
+
 def copy_sentinel_pool(pool: SentinelConnectionPool, kwargs: dict[str, Any],
                        max_connections: int | None) -> SentinelConnectionPool:
     """A new pool on the same service and sentinels as ``pool``, with ``kwargs`` as settings."""
     kwargs = {k: v for k, v in kwargs.items() if k != "connection_pool"}  # the source pool's proxy
     connection_class = _REPLACED.get(pool.connection_class, pool.connection_class)
-    new_pool: Any = redis.sentinel.SentinelConnectionPool  # untyped in redis-py
+    new_pool: Any = FollowingPool  # untyped base in redis-py
     copied: SentinelConnectionPool = new_pool(
         pool.service_name, pool.sentinel_manager, is_master=pool.is_master,
         check_connection=pool.check_connection, connection_class=connection_class,
         max_connections=max_connections, **kwargs)
     return copied
+

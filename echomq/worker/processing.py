@@ -31,6 +31,7 @@ from ..protocol import job_hash
 from ..protocol.codec import encode_json_like_js, sendable_text
 from ..protocol.keys import QueueKeys
 from ..schedule.repair import STEP_RETRIES, is_transient_step_error
+from ..schedule.runs import IterationRuns
 from ..schedule.scheduler import JobScheduler
 from ..transport.connection import CONNECTION_ERRORS, Backoff
 from ..types import BackoffStrategy, Clock, Processor
@@ -89,6 +90,7 @@ class AttemptRunner:
         #: Jobs this worker finished (completed or failed for good), for logs and tests.
         self.processed = 0
         self._processed_lock = threading.Lock()
+        self.iteration_runs = IterationRuns()
 
     def loop(self) -> None:
         try:
@@ -121,6 +123,11 @@ class AttemptRunner:
         try:
             if attempt.scheduler_id:
                 self._produce_next_iteration(attempt)
+                ran_before = self.iteration_runs.result_of(attempt.job_id)
+                if ran_before is not None:  # a failover lost its completion (schedule/runs.py)
+                    log.warning("worker %s: iteration %s ran here already (a failover lost its completion): "
+                                "completed with that result, not run again", self.queue_name, attempt.job_id)
+                    return self._finish(attempt, lambda fetch: self._complete(attempt, ran_before, fetch, None))
             job = attempt.job(self.client, self.keys, self.clock)
             job.lock_release = lambda releasing: self.locks.releasing(attempt.job_id, releasing)
             telling = self.listeners.times_jobs  # no listener: no call
@@ -147,6 +154,8 @@ class AttemptRunner:
                 told = partial(self.listeners.failed, job, exc, ran_ms, failure.delay) if telling else None
                 return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch), told)
             ran = _ms_since(started) if timing else None
+            if attempt.scheduler_id:
+                self.iteration_runs.ran(attempt.job_id, value)
             told = partial(self.listeners.completed, job, result, ran or 0.0) if telling else None
             return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch, ran), told)
         finally:

@@ -5,27 +5,51 @@
     ARGV[6] parent dependencies key or ""      ARGV[7] parent JSON {id, queueKey} or ""
     ARGV[8] repeat job key (rjk) or ""         ARGV[9] deduplication key or ""
     ARGV[10] data JSON                         ARGV[11] opts JSON (protocol names)
+    ARGV[12] the highest job id this producer was handed, or "" / absent (docs/protocol.md §1.4)
+    ARGV[13] how far past it to move the counter when the counter is not above it
   Checks the parent exists (-5) and that an existing custom-id job is not another live
   parent's child (-7), both before any write, then INCRs the id counter (every add that is not
   refused does, even with a custom id), resolves the job id and handles an existing custom id.
+  When ARGV[12] names an id at or above what the INCR gave (the counter went back: a failover or
+  a restart lost writes), the counter is SET to ARGV[12] + ARGV[13] and meta `idGap` records
+  "<what the INCR gave>:<what it was moved to>" for the queue's other producers; the script then
+  returns {jobId, <what the INCR gave>} instead of jobId (rolledBack below).
   Returns
-  jobId, jobKey, maxEvents, opts (decoded), earlyResult; when earlyResult is not nil the
-  script returns it as is.
+  jobId, jobKey, maxEvents, opts (decoded), earlyResult, rolledBack; when earlyResult is not nil
+  the script returns it as is.
 ]]
 -- @include "getOrSetMaxEvents"
 -- @include "handleDuplicatedJob"
+-- What an add script returns: its result, with the value the counter went back to when it did.
+local function withRollback(result, rolledBack)
+  if rolledBack and type(result) == "string" then
+    return {result, rolledBack}
+  end
+  return result
+end
+
 local function prepareNewJob(idKey, metaKey, completedKey, eventsKey)
   local keyPrefix, customId, parentKey = ARGV[1], ARGV[2], ARGV[5]
   if parentKey ~= "" and redis.call("EXISTS", parentKey) ~= 1 then
-    return nil, nil, nil, nil, -5
+    return nil, nil, nil, nil, -5, nil
   end
   if parentKey ~= "" and customId ~= "" then
     local existingParent = redis.call("HGET", keyPrefix .. customId, "parentKey")
     if existingParent and existingParent ~= parentKey and redis.call("EXISTS", existingParent) == 1 then
-      return nil, nil, nil, nil, -7
+      return nil, nil, nil, nil, -7, nil
     end
   end
   local counter = redis.call("INCR", idKey)
+  local rolledBack
+  local highest = tonumber(ARGV[12])
+  if highest and counter <= highest then
+    -- The counter went back (a failover or a restart lost writes): ids this producer was handed
+    -- would name new jobs. Move it past them, and past what other producers may have had.
+    rolledBack = counter
+    counter = highest + (tonumber(ARGV[13]) or 1)
+    redis.call("SET", idKey, counter)
+    redis.call("HSET", metaKey, "idGap", rolledBack .. ":" .. counter)
+  end
   local maxEvents = getOrSetMaxEvents(metaKey)
   local opts = cjson.decode(ARGV[11])
   local jobId = customId
@@ -35,7 +59,7 @@ local function prepareNewJob(idKey, metaKey, completedKey, eventsKey)
   local jobKey = keyPrefix .. jobId
   if customId ~= "" and redis.call("EXISTS", jobKey) == 1 then
     return jobId, jobKey, maxEvents, opts,
-      handleDuplicatedJob(jobKey, jobId, parentKey, ARGV[7], ARGV[6], completedKey, eventsKey, maxEvents)
+      handleDuplicatedJob(jobKey, jobId, parentKey, ARGV[7], ARGV[6], completedKey, eventsKey, maxEvents), rolledBack
   end
-  return jobId, jobKey, maxEvents, opts, nil
+  return jobId, jobKey, maxEvents, opts, nil, rolledBack
 end

@@ -8,8 +8,8 @@ from redis.exceptions import ResponseError
 
 from echomq import Queue
 from echomq.protocol.keys import QueueKeys
-from echomq.transport.calls import WINDOW, run_calls
 from echomq.transport.scripts import script
+from echomq.transport.stream_calls import WINDOW, run_calls
 
 
 def test_replies_come_back_in_order_across_windows(connection: redis.Redis, queue_name: str) -> None:

@@ -11,8 +11,9 @@ import redis
 
 from echomq.errors import ScriptError
 from echomq.protocol.keys import QueueKeys
-from echomq.transport.calls import PinnedConnection, run_calls, run_script
+from echomq.transport.calls import PinnedConnection, run_script
 from echomq.transport.scripts import ScriptRegistry, lua_root, registry
+from echomq.transport.stream_calls import run_calls
 
 
 def write(root: Path, rel: str, text: str) -> None:

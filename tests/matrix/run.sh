@@ -12,7 +12,8 @@
 #                   on a free port as REDIS_URL: the subset minus tests/unit (no Redis) and
 #                   tests/security (its servers are the PATH's redis-server: that one is built
 #                   without TLS, and the documented ACL rules need Redis 7.0, docs/security.md).
-#                   What needs 7.0 is marked min_redis(7, 0) and skips on 6.2 only.
+#                   What needs 7.0 is marked min_redis(7, 0) and skips on 6.2 only. 6.2's
+#                   binaries come first on PATH, so the cluster and Sentinel rigs run 6.2 too.
 #
 # Interpreters: pyenv's newest 3.X.* under $PYENV_ROOT (default ~/.pyenv), else python3.X on
 # PATH. One that is there but does not run fails the matrix. One that is not installed at all
@@ -168,7 +169,9 @@ run_redis62_cell() {
   done
   log "$cell: redis-server $server_version on port $port, $(versions_of "$MAIN_PY")"
   ran=1
-  if REDIS_URL="redis://127.0.0.1:$port/0" run_pytest "$MAIN_PY" "${paths[@]}"; then
+  # 6.2's binaries first on PATH: the cluster and Sentinel rigs (tests/support/topologies.py)
+  # start 6.2 nodes, so the "cluster" backend and tests/topology/test_rig.py run on a 6.2 cluster
+  if PATH="$bin:$PATH" REDIS_URL="redis://127.0.0.1:$port/0" run_pytest "$MAIN_PY" "${paths[@]}"; then
     record "$cell" passed $(( $(date +%s) - started )) "Redis $server_version, main .venv"
   else
     record "$cell" FAILED $(( $(date +%s) - started )) "Redis $server_version, main .venv"

@@ -15,6 +15,7 @@ no delay, so a restarted node is attached within a second or two.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +29,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.sentinel import Sentinel
 
+from support.redis_versions import binary_version
 from support.servers import free_port, stop_process
 
 T = TypeVar("T")
@@ -149,6 +151,17 @@ class Node:
         return self.use(lambda client: dict(client.info(section)))
 
 
+def _bindable(port: int) -> bool:
+    if port >= 65536:
+        return False
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
 class _Topology:
     """The nodes of one topology and their common temp dir: stopped and removed on exit."""
 
@@ -159,16 +172,20 @@ class _Topology:
         self.startup_seconds = 0.0
         self._ports: set[int] = set()
 
-    def _port(self) -> int:
-        """A free port, and not one already given to a node of this topology (none listens yet)."""
-        port = free_port()
-        while port in self._ports:
+    def _port(self, bus_offset: int = 0) -> int:
+        """A free port, and not one already given to a node of this topology (none listens yet);
+        with ``bus_offset``, one whose port + offset is free too (Redis 6.2's cluster bus)."""
+        while True:
             port = free_port()
-        self._ports.add(port)
-        return port
+            if port in self._ports or (bus_offset and not _bindable(port + bus_offset)):
+                continue
+            self._ports.add(port)
+            if bus_offset:
+                self._ports.add(port + bus_offset)
+            return port
 
-    def _new_node(self, name: str, config: list[str], sentinel: bool = False) -> Node:
-        node = Node(self._port(), self.root / name, config, sentinel=sentinel)
+    def _new_node(self, name: str, config: list[str], sentinel: bool = False, bus_offset: int = 0) -> Node:
+        node = Node(self._port(bus_offset), self.root / name, config, sentinel=sentinel)
         self.nodes.append(node)
         return node
 
@@ -224,9 +241,12 @@ class Cluster(_Topology):
         super().__init__("echomq-cluster-")
         self.masters_count = masters
         self.replicas_count = replicas
+        # the bus port: 7.0 takes it as a directive; 6.2 has none and always uses port + 10000
+        bus = binary_version() >= (7, 0)
         for index in range(masters * (1 + replicas)):
-            bus_port = self._port()
-            self._new_node(f"node-{index}", [*_DATA_NODE, *_CLUSTER_NODE, f"cluster-port {bus_port}", *extra])
+            port_line = [f"cluster-port {self._port()}"] if bus else []
+            self._new_node(f"node-{index}", [*_DATA_NODE, *_CLUSTER_NODE, *port_line, *extra],
+                           bus_offset=0 if bus else 10000)
 
     def start(self) -> Cluster:
         began = time.monotonic()

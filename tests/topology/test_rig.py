@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from redis.cluster import RedisCluster
 
+from support.redis_versions import binary_version, parse_version
 from support.topologies import Cluster, SentinelSetup
 
 pytestmark = pytest.mark.real_only
@@ -67,3 +68,10 @@ def test_a_killed_cluster_master_is_replaced_by_its_replica_and_rejoins_as_one(c
     assert cluster.wait_owner_change(key, master) is replica
     cluster.restart(master)
     assert cluster.replica_of(replica) is master
+
+
+def test_the_cluster_runs_on_the_path_s_redis_server_whatever_its_version(redis_cluster: Cluster) -> None:
+    """The matrix's redis-6.2 cell puts 6.2's binaries first on PATH: the rig starts a 6.2
+    cluster there (6.2 has no ``cluster-port`` directive: the bus is the port + 10000)."""
+    versions = {node.info("server")["redis_version"] for node in redis_cluster.nodes}
+    assert {parse_version(v) for v in versions} == {binary_version()}

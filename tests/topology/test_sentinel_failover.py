@@ -1,69 +1,62 @@
-"""The Sentinel master fails over under a worker at 200 jobs/s, a started QueueEvents and an
-``every: 500`` schedule (tests/support/failover_load.py), all on ``Sentinel.master_for()``
-clients: once by kill -9 (the sentinels notice, promote the replica; the killed node is started
-again as its replica), once by ``SENTINEL FAILOVER`` (the old master, still running, is demoted
-to a replica and answers writes with READONLY). EchoMQ carries on against the new master and
-loses nothing the new master holds.
+"""The Sentinel master fails over under a producer adding as fast as it can, a worker, a started
+QueueEvents and an ``every: 500`` schedule (tests/support/failover_load.py), all on
+``Sentinel.master_for()`` clients: a planned ``SENTINEL FAILOVER`` sent to the sentinel the
+clients ask first (it runs the failover, and is the one whose ``SENTINEL MASTERS`` lags), the
+same sent to the last one, and a kill -9 of the master, with default settings and with
+``wait_replicas="all"``. One failover per test, every assertion on it:
 
-The measured pauses are recorded as properties of the test (``--junitxml`` shows them).
+* adds lost: at most 0.5 s worth at the measured add rate, each one reported by the Queue
+  (``lost_job_ids``); none with ``wait_replicas="all"`` (an add that was not confirmed raised
+  ReplicationError and is not counted as acknowledged);
+* no id names two jobs (every acknowledged id still names the add that got it);
+* every schedule slot ran at most once;
+* the reader delivered every entry of the new master's stream it had not delivered (the
+  QueueEvents part is engineer "streams"'s: see Outcome.problems).
+
+The figures are recorded as properties of the test (``--junitxml`` shows them).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 
-from support.failover_load import FailoverLoad
+from support.failover_load import FailoverLoad, assert_books
 from support.topologies import SentinelSetup
 from support.workers import wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
 
-
-@pytest.mark.parametrize(("how", "extra"), [
-    ("kill-9", []),
-    ("sentinel-failover", []),
-    # a master with no replica in sync for 2 s refuses writes (NOREPLICAS): the demoted master's
-    # window of lost writes shrinks to that, paid for by refused writes until it is a replica
-    ("sentinel-failover", ["min-replicas-to-write 1", "min-replicas-max-lag 2"]),
-], ids=["kill-9", "sentinel-failover", "sentinel-failover-min-replicas"])
-def test_the_queue_carries_on_after_the_master_fails_over(how: str, extra: list[str],
-                                                          sentinel_factory: Callable[..., SentinelSetup],
-                                                          queue_name: str,
-                                                          record_property: Callable[[str, object], None]) -> None:
-    setup = sentinel_factory(extra=extra)
+@pytest.mark.parametrize(("how", "wait_replicas"), [
+    ("failover-to-first-asked", 0),
+    ("failover-to-last-asked", 0),
+    ("kill-9", 0),
+    ("kill-9", "all"),
+], ids=["planned-leader-first", "planned-leader-not-first", "kill-9", "kill-9-wait-all"])
+def test_a_failover_under_full_load(how: str, wait_replicas: int | str,
+                                    sentinel_factory: Callable[..., SentinelSetup], queue_name: str,
+                                    record_property: Callable[[str, object], None]) -> None:
+    setup = sentinel_factory()
     master, survivor = setup.master(), setup.replica()
-    load = FailoverLoad(setup.client, survivor, queue_name)
+    load = FailoverLoad(setup.client, survivor, queue_name, wait_replicas=wait_replicas)
     try:
         load.start()
-        assert wait_until(lambda: load.completed_count() >= 400, timeout=30), "the load never got going"
+        assert wait_until(lambda: load.completed_count() >= 200, timeout=30), "the load never got going"
         load.mark_break()
         if how == "kill-9":
             master.kill()
         else:
-            setup.failover()
+            sentinel = setup.sentinels[0] if how == "failover-to-first-asked" else setup.sentinels[-1]
+            sentinel.call("SENTINEL", "FAILOVER", setup.service)
         assert setup.wait_master_change(master) is survivor
         load.mark_promoted()
         assert wait_until(load.completed_since_break, timeout=30), "no job completed after the failover"
         assert wait_until(load.delivered_since_break, timeout=30), "QueueEvents delivered nothing after the failover"
-        if how == "kill-9":
-            writes_end = load.kill_at
-            setup.restart(master)  # back as the new master's replica, under the load
-        else:
-            setup.wait_demoted(master)  # until then the old master takes writes: they are lost
-            writes_end = time.monotonic()
-            record_property("old_master_demoted_after_s", round(writes_end - load.kill_at, 3))
-        time.sleep(1.0)
         outcome = load.finish()
     finally:
         load.close()
     for name, value in outcome.metrics.items():
         record_property(name, value)
-    assert outcome.problems(load.kill_wall_ms, (load.kill_at, writes_end)) == []
-    if "min-replicas-to-write 1" in extra:
-        # the promoted replica drops its link to the old master at once: from then on the old
-        # master refuses writes, so none it acknowledged is lost
-        assert outcome.lost == set()
-    assert len(outcome.present & outcome.completed) >= 600  # ~3 s of 200/s, all of it done
+    print(f"\n{how} wait_replicas={wait_replicas}: {outcome.metrics}")
+    assert_books(outcome, load, none_lost=wait_replicas == "all" or how != "kill-9")

@@ -1,0 +1,194 @@
+"""Many calls streamed over one connection (bulk adds, one add): the executor's pipelined path.
+
+:func:`run_calls` sends the calls in windows of :data:`WINDOW`, two in flight, so Python
+packing the next window overlaps Redis running the last one. Error replies come back in their
+slots; calls that did not run (NOSCRIPT, or a :class:`~echomq.transport.unsent.NotRunError`: a
+failover under way) are sent again; a connection lost after calls were sent is
+:class:`CallsOutcomeUnknown`, naming which calls may or may not have run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from .calls import Call, cleared_for, pack_command, preflight, speak_on
+from .connection import checkout
+from .refusals import refusal
+from .scripts import LuaScript
+from .sentinel import watch_for
+from .unsent import NotRunError
+
+log = logging.getLogger(__name__)
+
+#: Calls per window of :func:`run_calls`; two windows are in flight at a time.
+WINDOW = 256
+
+#: How long :func:`run_calls` keeps sending again calls that did not run (a failover under way:
+#: the sentinels promoting a replica, a cluster slot changing owner, a master that refuses
+#: connections) before it hands their :class:`NotRunError` to the caller.
+RESEND_FOR_S = 5.0
+_RESEND_FIRST_DELAY_S = 0.01
+_RESEND_MAX_DELAY_S = 0.25
+
+
+def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float = RESEND_FOR_S) -> list[Any]:
+    """Run every call in order; returns each reply (an exception instance for an error reply).
+
+    An error reply is returned in its slot, not raised, so one bad call never desynchronises
+    the stream. NOSCRIPT replies mean those calls did not run: the scripts are loaded and
+    those calls sent again. So are calls that did not run because the server is no longer the
+    one to write to (:class:`~echomq.transport.unsent.NotRunError`: a failover, a moved slot, a
+    refused connection), on the new master, for up to ``resend_for`` seconds; past that their
+    slot holds the NotRunError. Any other connection error after a call was sent is raised: the
+    calls not yet answered may or may not have run (:class:`CallsOutcomeUnknown` says which).
+    """
+    if not calls:
+        return []
+    for lua, keys, _args in calls:
+        lua.check_arity(keys)  # every call, before any I/O
+    replies: list[Any] = [None] * len(calls)
+    pending = list(range(len(calls)))
+    deadline = time.monotonic() + resend_for
+    delay = _RESEND_FIRST_DELAY_S
+    while True:
+        watch = watch_for(client)
+        epoch = watch.epoch if watch is not None else 0
+        try:
+            got = _stream(client, [calls[i] for i in pending])
+        except NotRunError as exc:
+            got = [exc] * len(pending)
+        except CallsOutcomeUnknown as exc:
+            for index, reply in zip(pending, exc.replies):
+                replies[index] = reply
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            raise CallsOutcomeUnknown(cause, replies, pending[len(exc.replies):]) from cause
+        not_run = []
+        for index, reply in zip(pending, got):
+            replies[index] = reply
+            if isinstance(reply, NotRunError):
+                not_run.append(index)
+        if not not_run or time.monotonic() + delay > deadline:
+            return replies
+        log.debug("%d call(s) did not run (%s); sending them again", len(not_run), replies[not_run[0]])
+        if watch is not None:
+            watch.wait_for_change(epoch, delay)
+        else:
+            time.sleep(delay)
+        delay = min(delay * 2, _RESEND_MAX_DELAY_S)
+        pending = not_run
+
+
+class CallsOutcomeUnknown(redis.ConnectionError):
+    """The connection failed after calls were sent: ``replies`` holds what came back (None in
+    the slots of ``unknown``, the indexes of the calls that may or may not have run). The
+    cause is the connection error."""
+
+    def __init__(self, cause: BaseException, replies: Sequence[Any], unknown: Sequence[int] = ()) -> None:
+        super().__init__(str(cause))
+        self.replies = list(replies)
+        self.unknown = list(unknown)
+        self.__cause__ = cause
+
+
+def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
+    """One pass of :func:`run_calls` over one connection (its NOSCRIPT handling included)."""
+    pool = client.connection_pool
+    cleared = cleared_for(pool)
+    conn = checkout(pool)
+    replies: list[Any] = []
+    started = sent = False  # a send begun (its bytes may have gone), one done
+    try:
+        if getattr(conn, "_sock", None) is None:
+            conn.connect()  # a refusal here means nothing was sent
+        for lua, keys, _args in calls:
+            if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
+                preflight(speak_on(conn), lua, keys)
+                cleared.add(lua.sha)
+        scripts = {lua.sha: (lua, keys) for lua, keys, _args in calls}
+        if len(scripts) > 1:
+            _load_before_streaming(conn, scripts.values())
+        in_flight: deque[int] = deque()
+        for start in range(0, len(calls), WINDOW):
+            # Each window is built while Redis runs the one before (building them all first
+            # would leave the server idle for the whole build).
+            window = [lua.command(keys, args) for lua, keys, args in calls[start : start + WINDOW]]
+            if pack_command is not None:
+                packed: Any = [b"".join([pack_command(command) for command in window])]
+            else:
+                packed = conn.pack_commands(window)
+            started = True
+            conn.send_packed_command(packed)
+            if not sent:
+                sent = True
+                conn.streaming = True  # replies are due now: no check in the middle may drop the socket
+            in_flight.append(len(window))
+            if len(in_flight) > 1:
+                _read(conn, in_flight.popleft(), replies, calls)
+        while in_flight:
+            _read(conn, in_flight.popleft(), replies, calls)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        conn.disconnect()
+        if isinstance(exc, NotRunError) and not sent:
+            raise  # refused before its bytes left: a check of the connection's own
+        if started:
+            raise CallsOutcomeUnknown(exc, replies) from exc
+        raise NotRunError(f"nothing was sent: {exc}", "REFUSED") from exc
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        with contextlib.suppress(AttributeError):
+            conn.streaming = False
+        if any(isinstance(reply, NotRunError) for reply in replies):
+            conn.disconnect()  # the server it is on no longer takes these writes
+        pool.release(conn)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        for lua in {id(calls[i][0]): calls[i][0] for i in missing}.values():
+            try:
+                client.script_load(lua.source)
+            except ResponseError as exc:
+                refused = refusal(exc, "script|load", calls[missing[0]][1], lua)
+                if refused is None:
+                    raise
+                raise refused from None
+        again = run_calls(client, [calls[i] for i in missing])
+        for i, reply in zip(missing, again):
+            replies[i] = reply
+    return replies
+
+
+def _load_before_streaming(conn: Any, scripts: Iterable[tuple[LuaScript, Sequence[str]]]) -> None:
+    """SCRIPT LOAD each script of a batch that mixes several, in one round trip, before it
+    streams. Calls that meet NOSCRIPT are sent again after the others: with one script that is
+    every call, in order, but with two, the calls of the cached one would run first and a bulk's
+    job ids would no longer follow its order (a restarted server, a fresh cluster node)."""
+    pending = list(scripts)
+    conn.send_packed_command(conn.pack_commands([("SCRIPT", "LOAD", lua.source) for lua, _keys in pending]))
+    for lua, keys in pending:
+        try:
+            conn.read_response()
+        except ResponseError as exc:
+            refused = refusal(exc, "script|load", keys, lua)
+            if refused is None:
+                raise
+            raise refused from None
+
+
+def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> None:
+    for _ in range(count):
+        try:
+            replies.append(conn.read_response(disconnect_on_error=False))
+        except NotRunError as exc:  # read without dropping the socket: the next replies are due on it
+            replies.append(exc)
+        except ResponseError as exc:
+            lua, keys, _args = calls[len(replies)]
+            replies.append(refusal(exc, "evalsha", keys, lua) or exc)
