@@ -108,6 +108,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return getattr(getattr(item, "callspec", None), "params", {}).get("connection")
 
     items[:] = [item for item in items if backend(item) != "cluster" or on_cluster(item)]
+    items.sort(key=_start_early)
+
+
+#: Folders whose tests take seconds each (servers started, failed over, killed; subprocesses):
+#: run first, so that under pytest-xdist the workers share them out while the short tests fill
+#: the end of the run, instead of one worker finishing a failover test alone at the end.
+LONG_RUNNING_FOLDERS = ("topology", "faults", "django", "flask", "security", "docs", "testing")
+
+
+def _start_early(item: pytest.Item) -> int:
+    """The sort key of ``item``: its folder's place in LONG_RUNNING_FOLDERS, the rest after (a
+    stable sort keeps every folder's own order)."""
+    folder = Path(str(item.fspath)).parent.name
+    return LONG_RUNNING_FOLDERS.index(folder) if folder in LONG_RUNNING_FOLDERS else len(LONG_RUNNING_FOLDERS)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Make a report sendable: tests that feed lone surrogates to the library may see them in a
+    failure's text or a captured log, and pytest-xdist's workers (execnet) can send only text
+    that encodes to UTF-8; unescaped, one such report would crash the worker and the run."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.longrepr is not None and not _encodes(str(report.longrepr)):
+        report.longrepr = _escaped(str(report.longrepr))
+    report.sections = [(title, content if _encodes(content) else _escaped(content))
+                       for title, content in report.sections]
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ out of the conftest so that test modules import it by a name no other conftest s
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -27,10 +28,43 @@ def ping(url: str) -> bool:
         return False
 
 
+#: Where test servers listen: below Linux's ephemeral range (32768-60999), so a port handed out
+#: here is never the local port of some client connection, and drawn at random, so that the
+#: pytest-xdist workers of one run and concurrent runs on the same machine rarely pick the same one.
+PORT_RANGE = (20000, 32000)
+_handed_out: set[int] = set()
+_random = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on now, never handed out before by this process.
+
+    Another process can still take it before our server binds it: :meth:`RedisServer.start`
+    checks that the server answering is its own process and tries again elsewhere if not."""
+    while True:
+        port = _random.randrange(*PORT_RANGE)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+
+
+def serves_pid(url: str, pid: int) -> bool:
+    """True when the Redis answering at ``url`` is the process ``pid`` (not another run's server
+    that took the port first)."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
+        try:
+            return int(client.info("server")["process_id"]) == pid
+        finally:
+            client.close()
+    except (redis.RedisError, KeyError, ValueError):
+        return False
 
 
 @dataclass
@@ -41,12 +75,25 @@ class RedisServer:
     dir: Path
     persistent: bool = True
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    started: bool = field(default=False, repr=False)
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}"
 
     def start(self) -> RedisServer:
+        """Start the server. At its first start, if another process took the port first, on
+        another free port; a restart keeps its port (the test holds its URL)."""
+        for _attempt in range(1 if self.started else 5):
+            if self._start_once():
+                self.started = True
+                return self
+            if self.started:
+                break
+            self.port = free_port()
+        raise RuntimeError(f"redis-server on port {self.port} did not start")
+
+    def _start_once(self) -> bool:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed")
@@ -57,13 +104,16 @@ class RedisServer:
         else:
             args += ["--appendonly", "no"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = self.process
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and process.poll() is None:
             if ping(self.url):
-                return self
+                if serves_pid(self.url, process.pid):
+                    return True
+                break  # someone else's server on this port: ours cannot bind it
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
+        return False
 
     def kill(self) -> None:
         """SIGKILL: the server vanishes mid-conversation, as in a crash."""
