@@ -59,6 +59,21 @@ def is_utf8(value: str) -> bool:
     return True
 
 
+def utf8_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent to Redis, or None when it can: a str is sent as UTF-8, and a
+    lone surrogate (what ``surrogateescape`` decoding leaves, or a broken UTF-16 pair) has no
+    UTF-8 form. For the strings that are stored or keyed as they are (names, ids, queue names):
+    JSON values are escaped instead (:func:`encode_json` with ``ascii_only``)."""
+    if value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"holds a lone surrogate {value[exc.start]!r} at index {exc.start}, which has no UTF-8 form "
+                "(Redis stores bytes): decode the text it came from properly, or drop the character")
+    return None
+
+
 def sendable_text(value: str) -> str:
     """``value`` with each lone surrogate replaced by ``?``, so that Redis can store it."""
     return value if value.isascii() or is_utf8(value) else value.encode("utf-8", "replace").decode("utf-8")

@@ -259,21 +259,72 @@ class PinnedConnection:
                 conn.disconnect()
 
 
-def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
+class _Unanswered:
+    """The outcome of a call :func:`run_calls` has no reply for (see its ``outcome``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: In ``outcome``: the call was never sent, so it did not run.
+NOT_SENT: Any = _Unanswered("NOT_SENT")
+#: In ``outcome``: the call was sent but its reply never came: it may or may not have run.
+UNANSWERED: Any = _Unanswered("UNANSWERED")
+
+
+def run_calls(client: redis.Redis, calls: Sequence[Call], outcome: list[Any] | None = None) -> list[Any]:
     """Run every call in order; returns each reply (an exception instance for an error reply).
 
     An error reply is returned in its slot, not raised, so one bad call never desynchronises
     the stream. NOSCRIPT replies mean those calls did not run: the scripts are loaded and
     those calls sent again.
+
+    ``outcome``, when given, is filled in place as the run goes, one slot per call: its reply
+    once read, :data:`UNANSWERED` while it is sent without a reply, :data:`NOT_SENT` before.
+    When the run is cut (a lost connection between two windows, a timeout), the exception
+    propagates and ``outcome`` tells the caller which calls ran, which may have, and which
+    did not.
     """
+    if outcome is None:
+        outcome = []
+    outcome[:] = [NOT_SENT] * len(calls)
     if not calls:
-        return []
+        return outcome
     for lua, keys, _args in calls:
         lua.check_arity(keys)  # every call, before any I/O
+    _stream(client, calls, outcome)
+    missing = [i for i, reply in enumerate(outcome) if isinstance(reply, NoScriptError)]
+    if missing:
+        for i in missing:
+            outcome[i] = NOT_SENT  # NOSCRIPT: the script did not run
+        for lua in {id(calls[i][0]): calls[i][0] for i in missing}.values():
+            try:
+                client.script_load(lua.source)
+            except ResponseError as exc:
+                refused = refusal(exc, "script|load", calls[missing[0]][1], lua)
+                if refused is None:
+                    raise
+                raise refused from None
+        again: list[Any] = []
+        try:
+            run_calls(client, [calls[i] for i in missing], again)
+        finally:
+            for i, reply in zip(missing, again):
+                outcome[i] = reply
+    return outcome
+
+
+def _stream(client: redis.Redis, calls: Sequence[Call], outcome: list[Any]) -> None:
+    """Send ``calls`` over one connection in windows, two in flight, filling ``outcome``."""
     pool = client.connection_pool
     cleared = cleared_for(pool)
     conn = checkout(pool)
-    replies: list[Any] = []
+    read = 0
     try:
         for lua, keys, _args in calls:
             if lua.sha not in cleared:  # a bulk has one or two scripts: the first call of each
@@ -291,31 +342,18 @@ def run_calls(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
                 packed: Any = [b"".join([_pack_command(command) for command in window])]
             else:
                 packed = conn.pack_commands(window)
+            outcome[start : start + len(window)] = [UNANSWERED] * len(window)
             conn.send_packed_command(packed)
             in_flight.append(len(window))
             if len(in_flight) > 1:
-                _read(conn, in_flight.popleft(), replies, calls)
+                read = _read(conn, in_flight.popleft(), read, outcome, calls)
         while in_flight:
-            _read(conn, in_flight.popleft(), replies, calls)
+            read = _read(conn, in_flight.popleft(), read, outcome, calls)
     except BaseException:
         conn.disconnect()
         raise
     finally:
         pool.release(conn)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if missing:
-        for lua in {id(calls[i][0]): calls[i][0] for i in missing}.values():
-            try:
-                client.script_load(lua.source)
-            except ResponseError as exc:
-                refused = refusal(exc, "script|load", calls[missing[0]][1], lua)
-                if refused is None:
-                    raise
-                raise refused from None
-        again = run_calls(client, [calls[i] for i in missing])
-        for i, reply in zip(missing, again):
-            replies[i] = reply
-    return replies
 
 
 def _load_before_streaming(conn: Any, scripts: Iterable[tuple[LuaScript, Sequence[str]]]) -> None:
@@ -335,10 +373,12 @@ def _load_before_streaming(conn: Any, scripts: Iterable[tuple[LuaScript, Sequenc
             raise refused from None
 
 
-def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> None:
-    for _ in range(count):
+def _read(conn: Any, count: int, at: int, outcome: list[Any], calls: Sequence[Call]) -> int:
+    """Read ``count`` replies into ``outcome`` from index ``at``; the index after them."""
+    for i in range(at, at + count):
         try:
-            replies.append(conn.read_response(disconnect_on_error=False))
+            outcome[i] = conn.read_response(disconnect_on_error=False)
         except ResponseError as exc:
-            lua, keys, _args = calls[len(replies)]
-            replies.append(refusal(exc, "evalsha", keys, lua) or exc)
+            lua, keys, _args = calls[i]
+            outcome[i] = refusal(exc, "evalsha", keys, lua) or exc
+    return at + count

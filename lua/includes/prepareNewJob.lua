@@ -6,24 +6,20 @@
     ARGV[8] repeat job key (rjk) or ""         ARGV[9] deduplication key or ""
     ARGV[10] data JSON                         ARGV[11] opts JSON (protocol names)
   Checks the parent exists (-5) and that an existing custom-id job is not another live
-  parent's child (-7), both before any write, then INCRs the id counter (every add that is not
-  refused does, even with a custom id), resolves the job id and handles an existing custom id.
-  Returns
+  parent's child (-7), both before any write (includes/newJobRefusal.lua), then INCRs the id
+  counter (every add that is not refused does, even with a custom id), resolves the job id and
+  handles an existing custom id. Returns
   jobId, jobKey, maxEvents, opts (decoded), earlyResult; when earlyResult is not nil the
   script returns it as is.
 ]]
 -- @include "getOrSetMaxEvents"
 -- @include "handleDuplicatedJob"
+-- @include "newJobRefusal"
 local function prepareNewJob(idKey, metaKey, completedKey, eventsKey)
   local keyPrefix, customId, parentKey = ARGV[1], ARGV[2], ARGV[5]
-  if parentKey ~= "" and redis.call("EXISTS", parentKey) ~= 1 then
-    return nil, nil, nil, nil, -5
-  end
-  if parentKey ~= "" and customId ~= "" then
-    local existingParent = redis.call("HGET", keyPrefix .. customId, "parentKey")
-    if existingParent and existingParent ~= parentKey and redis.call("EXISTS", existingParent) == 1 then
-      return nil, nil, nil, nil, -7
-    end
+  local refused = newJobRefusal(keyPrefix, customId, parentKey, keyExists)
+  if refused then
+    return nil, nil, nil, nil, refused
   end
   local counter = redis.call("INCR", idKey)
   local maxEvents = getOrSetMaxEvents(metaKey)
