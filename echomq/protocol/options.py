@@ -349,7 +349,7 @@ def dumps_json(value: Any, field: str) -> str:
 def validate_job_name(name: Any) -> str:
     """A job name: any str Redis can store as it is (the hash's ``name``, the ``added`` event)."""
     if name.__class__ is str and name.isascii():  # the common case, in one check
-        return name  # type: ignore[no-any-return]
+        return name
     if not isinstance(name, str):
         raise InvalidJobOptionsError(f"job name {name!r:.100}: must be a str")
     problem = utf8_problem(name)

@@ -171,7 +171,7 @@ class Queue:
             raise error from exc
         added: list[Job] = []
         for call, reply in zip(calls, outcome):
-            if isinstance(reply, Exception) or isinstance(reply, int):
+            if isinstance(reply, (Exception, int)):
                 raise self._bulk_error(calls, outcome, None)
             added.append(self._job_for(call, text(reply)))
         if added:

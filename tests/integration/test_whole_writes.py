@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.crc import key_slot as crc_slot
 
 from echomq import Queue, Worker
 from echomq.errors import (
@@ -28,8 +29,6 @@ from echomq.errors import (
 from echomq.protocol.keys import QueueKeys
 from echomq.queue import flows
 from echomq.schedule.scheduler import JobScheduler
-
-from redis.crc import key_slot as crc_slot
 
 from support.queue_keys import delete_queue_keys
 from support.snapshot import queue_snapshot
@@ -86,10 +85,10 @@ def test_a_flow_whose_second_child_reuses_a_job_of_another_parent_writes_nothing
     """The issue's case: the parent and the first child stayed written, and a Worker ran both."""
     queue = owned_child(Queue(connection, queue_name), "taken")
     counts = queue.get_job_counts()
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(InvalidStateError, match=r"add_flow: children\[1\]: add 'c2': parent job of 'taken' "
-                                                    r"cannot be replaced; nothing of the flow was written"):
-            queue.add_flow({"name": "p1"}, [{"name": "c1"}, {"name": "c2", "opts": {"job_id": "taken"}}])
+    with (writes_nothing(connection, queue_name),
+          pytest.raises(InvalidStateError, match=r"add_flow: children\[1\]: add 'c2': parent job of 'taken' "
+                                                 r"cannot be replaced; nothing of the flow was written")):
+        queue.add_flow({"name": "p1"}, [{"name": "c1"}, {"name": "c2", "opts": {"job_id": "taken"}}])
     ran: list[str] = []
     with Running(Worker(connection, queue_name, lambda job: ran.append(job.name))):
         assert wait_until(lambda: queue.get_job("owner").get_state() == "completed")
@@ -103,18 +102,18 @@ def test_a_refused_node_deep_in_the_tree_is_named_by_its_path(connection: redis.
     queue = owned_child(Queue(connection, queue_name), "taken")
     tree = [{"name": "a", "children": [{"name": "a1"}, {"name": "a2", "queue": other_queue}]},
             {"name": "b", "children": [{"name": "b1", "children": [{"name": "deep", "opts": {"job_id": "taken"}}]}]}]
-    with writes_nothing(connection, queue_name, other_queue):
-        with pytest.raises(InvalidStateError, match=r"children\[1\]\.children\[0\]\.children\[0\]: add 'deep'"):
-            queue.add_flow({"name": "root"}, tree)
+    with (writes_nothing(connection, queue_name, other_queue),
+          pytest.raises(InvalidStateError, match=r"children\[1\]\.children\[0\]\.children\[0\]: add 'deep'")):
+        queue.add_flow({"name": "root"}, tree)
 
 
 def test_a_flow_under_a_parent_that_does_not_exist_writes_nothing(connection: redis.Redis,
                                                                    queue_name: str) -> None:
     queue = Queue(connection, queue_name)
     missing = {"id": "gone", "queue": queue.keys.base}
-    with writes_nothing(connection, queue_name):  # meta version included: a refused first call stamps nothing
-        with pytest.raises(NotFoundError, match=r"add_flow: parent: add 'root': parent job of '.*' does not exist"):
-            queue.add_flow({"name": "root", "opts": {"parent": missing}}, [{"name": "c"}])
+    with (writes_nothing(connection, queue_name),  # meta version included: a refused first call stamps nothing
+          pytest.raises(NotFoundError, match=r"add_flow: parent: add 'root': parent job of '.*' does not exist")):
+        queue.add_flow({"name": "root", "opts": {"parent": missing}}, [{"name": "c"}])
     assert connection.exists(queue.keys.meta) == 0
 
 
@@ -123,9 +122,9 @@ def test_a_flow_root_that_reuses_a_job_of_another_parent_writes_nothing(connecti
     queue = owned_child(Queue(connection, queue_name), "taken")
     queue.add("holder", job_id="holder")
     holder = {"id": "holder", "queue": queue.keys.base}
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(InvalidStateError, match=r"add_flow: parent: add 'root'"):
-            queue.add_flow({"name": "root", "opts": {"job_id": "taken", "parent": holder}}, [{"name": "c"}])
+    with (writes_nothing(connection, queue_name),
+          pytest.raises(InvalidStateError, match=r"add_flow: parent: add 'root'")):
+        queue.add_flow({"name": "root", "opts": {"job_id": "taken", "parent": holder}}, [{"name": "c"}])
 
 
 def test_a_node_reusing_the_job_of_a_parent_an_earlier_node_stores_is_refused(connection: redis.Redis,
@@ -135,10 +134,9 @@ def test_a_node_reusing_the_job_of_a_parent_an_earlier_node_stores_is_refused(co
     queue = Queue(connection, queue_name)
     queue.add_flow({"name": "old", "opts": {"job_id": "p"}}, [{"name": "c", "opts": {"job_id": "orphan"}}])
     connection.delete(queue.keys.job("p"))  # its parent is gone: the job may be attached elsewhere
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(InvalidStateError, match=r"children\[1\]: add 'c'"):
-            queue.add_flow({"name": "root"}, [{"name": "again", "opts": {"job_id": "p"}, "children": [{"name": "x"}]},
-                                              {"name": "c", "opts": {"job_id": "orphan"}}])
+    with writes_nothing(connection, queue_name), pytest.raises(InvalidStateError, match=r"children\[1\]: add 'c'"):
+        queue.add_flow({"name": "root"}, [{"name": "again", "opts": {"job_id": "p"}, "children": [{"name": "x"}]},
+                                          {"name": "c", "opts": {"job_id": "orphan"}}])
     root = queue.add_flow({"name": "root"}, [{"name": "c", "opts": {"job_id": "orphan"}}])  # gone parent: attached
     assert queue.get_job("orphan").parent_key == root.key
 
@@ -195,9 +193,8 @@ def test_a_child_that_failed_already_is_a_pending_dependency(connection: redis.R
 def test_a_bad_node_refuses_the_flow_naming_it(connection: redis.Redis, queue_name: str, bad_child: Any,
                                                error: type[Exception], message: str) -> None:
     queue = Queue(connection, queue_name)
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(error, match=message):
-            queue.add_flow({"name": "p"}, [{"name": "fine"}, bad_child])
+    with writes_nothing(connection, queue_name), pytest.raises(error, match=message):
+        queue.add_flow({"name": "p"}, [{"name": "fine"}, bad_child])
 
 
 def test_data_over_the_queue_limits_refuses_the_flow(connection: redis.Redis, queue_name: str) -> None:
@@ -234,9 +231,9 @@ def test_the_node_count_limit_at_its_edge(connection: redis.Redis, queue_name: s
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(flows, "MAX_FLOW_NODES", 20)
     queue = Queue(connection, queue_name)
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(InvalidInputError, match="the flow has more than 20 nodes"):
-            queue.add_flow({"name": "p"}, [{"name": "c"}] * 20)
+    with (writes_nothing(connection, queue_name),
+          pytest.raises(InvalidInputError, match="the flow has more than 20 nodes")):
+        queue.add_flow({"name": "p"}, [{"name": "c"}] * 20)
     parent = queue.add_flow({"name": "p"}, [{"name": "c"}] * 19)
     assert len(parent.get_pending_dependencies()) == 19
 
@@ -248,9 +245,8 @@ def test_the_flow_size_limit_at_its_edge(connection: redis.Redis, queue_name: st
     exact = sum(len(arg) for node in flows._plan(root, [child], queue._planner, queue._planner_for)
                 for arg in node.call.args)
     monkeypatch.setattr(flows, "MAX_FLOW_BYTES", exact - 1)
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(InvalidInputError, match=f"more than {exact - 1} bytes"):
-            queue.add_flow(root, [child])
+    with writes_nothing(connection, queue_name), pytest.raises(InvalidInputError, match=f"more than {exact - 1} bytes"):
+        queue.add_flow(root, [child])
     monkeypatch.setattr(flows, "MAX_FLOW_BYTES", exact)
     assert queue.add_flow(root, [child]).id == "p"
 
@@ -289,10 +285,9 @@ def test_a_flow_whose_root_is_deduplicated_adds_none_of_its_nodes(connection: re
 def test_a_deduplicated_root_with_a_refused_child_is_refused(connection: redis.Redis, queue_name: str) -> None:
     queue = owned_child(Queue(connection, queue_name), "taken")
     queue.add_flow({"name": "p", "opts": {"deduplication": {"id": "once"}}}, [{"name": "c"}])
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(InvalidStateError, match=r"children\[0\]"):
-            queue.add_flow({"name": "p", "opts": {"deduplication": {"id": "once"}}},
-                           [{"name": "c", "opts": {"job_id": "taken"}}])
+    with writes_nothing(connection, queue_name), pytest.raises(InvalidStateError, match=r"children\[0\]"):
+        queue.add_flow({"name": "p", "opts": {"deduplication": {"id": "once"}}},
+                       [{"name": "c", "opts": {"job_id": "taken"}}])
 
 
 # -- flows: what stays as it was ----------------------------------------------------------------------
@@ -340,9 +335,8 @@ def test_a_lone_surrogate_anywhere_in_a_bulk_writes_none_of_it(connection: redis
                        (("ok", {}, {"parent": {"id": LONE, "queue": queue.keys.base}}), "job option parent.id"),
                        (("ok", {}, {"repeat_job_key": LONE}), "job option repeat_job_key")):
         jobs = [("ok", {"i": i}) for i in range(1000)] + [bad] + [("ok", {"i": i}) for i in range(999)]
-        with writes_nothing(connection, queue_name):
-            with pytest.raises(InvalidJobOptionsError) as caught:
-                queue.add_bulk(jobs)
+        with writes_nothing(connection, queue_name), pytest.raises(InvalidJobOptionsError) as caught:
+            queue.add_bulk(jobs)
         message = str(caught.value)
         assert message.startswith(f"add_bulk: jobs[1000]: {field}")
         assert "'caf\\udce9'" in message and "lone surrogate '\\udce9' at index 3" in message
@@ -415,9 +409,9 @@ def test_a_bulk_with_refused_jobs_says_which_were_written(connection: redis.Redi
 def test_a_bulk_refused_whole_raises_its_first_refusal(connection: redis.Redis, queue_name: str) -> None:
     queue = Queue(connection, queue_name)
     gone = {"id": "gone", "queue": queue.keys.base}
-    with writes_nothing(connection, queue_name):
-        with pytest.raises(NotFoundError, match="parent job of '.*' does not exist"):
-            queue.add_bulk([("a", {}, {"parent": gone}), ("b", {}, {"parent": gone})])
+    with (writes_nothing(connection, queue_name),
+          pytest.raises(NotFoundError, match=r"parent job of '.*' does not exist")):
+        queue.add_bulk([("a", {}, {"parent": gone}), ("b", {}, {"parent": gone})])
 
 
 def test_on_a_cluster_a_flow_under_a_parent_in_another_slot_is_refused(cluster_connection: Any,
