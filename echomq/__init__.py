@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "JobFailedError": "errors",
     "JobWaitTimeoutError": "errors",
     "ReplicationError": "errors",
+    "BulkWriteError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
     "Subscriber": "types",
@@ -97,6 +98,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests keep it in step with _EXPORTS
     from .clock import system_clock
     from .errors import (
+        BulkWriteError,
         ConnectionClosedError,
         EchoMQError,
         ForkedProcessError,
