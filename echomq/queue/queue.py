@@ -139,8 +139,10 @@ class Queue:
         if isinstance(reply, Exception):
             raise reply
         job = self._job_for(call, check_add_result(reply, call))
-        self._stamp_meta()
-        self._confirm("add", [job.id])
+        if not self._meta_written:
+            self._stamp_meta()
+        if self.wait_replicas:
+            self._confirm("add", [job.id])
         return job
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[Job]:
