@@ -159,10 +159,9 @@ class BulkWriteError(EchoMQError):
             first = min(self.refused)
             parts.append(f"{len(self.refused)} refused ({index_ranges(sorted(self.refused))}; jobs[{first}]: "
                          f"{type(self.refused[first]).__name__}: {self.refused[first]})")
-        if self.unknown:
-            parts.append(f"{len(self.unknown)} sent without a reply, written or not ({index_ranges(self.unknown)})")
-        if self.not_sent:
-            parts.append(f"{len(self.not_sent)} not sent ({index_ranges(self.not_sent)})")
+        for indexes, what in ((self.unknown, "sent without a reply, written or not"), (self.not_sent, "not sent")):
+            if indexes:
+                parts.append(f"{len(indexes)} {what} ({index_ranges(indexes)})")
         super().__init__(f"{operation}: " + ", ".join(parts))
 
     @property

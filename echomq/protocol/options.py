@@ -318,9 +318,14 @@ def encode_job_options(opts: Mapping[str, Any]) -> dict[str, Any]:
     if "de" in out and "parent" in out:
         raise _fail("deduplication", opts.get("deduplication"), "cannot be used together with parent")
     try:
-        encode_json(out)
+        encoded = encode_json(out)
     except (TypeError, ValueError) as exc:
         raise _fail("opts", dict(opts), f"not JSON-serialisable ({exc})") from None
+    for name, value in opts.items() if not encoded.isascii() else ():
+        # The scripts read options back (cjson), which refuse a lone surrogate even as a JSON escape.
+        problem = utf8_problem(encode_json(value)) if value is not None else None
+        if problem is not None:
+            raise _fail(str(name), value, problem.split(" at index")[0] + " (the scripts read options back)")
     return out
 
 
@@ -348,14 +353,11 @@ def dumps_json(value: Any, field: str) -> str:
 
 def validate_job_name(name: Any) -> str:
     """A job name: any str Redis can store as it is (the hash's ``name``, the ``added`` event)."""
-    if name.__class__ is str and name.isascii():  # the common case, in one check
-        return name
-    if not isinstance(name, str):
-        raise InvalidJobOptionsError(f"job name {name!r:.100}: must be a str")
-    problem = utf8_problem(name)
-    if problem is not None:
-        raise InvalidJobOptionsError(f"job name {name!r:.100}: {problem}")
-    return name
+    if name.__class__ is not str or not name.isascii():  # the common case passes in one check
+        problem = utf8_problem(name) if isinstance(name, str) else "must be a str"
+        if problem is not None:
+            raise InvalidJobOptionsError(f"job name {name!r:.100}: {problem}")
+    return name  # type: ignore[no-any-return]
 
 
 # -- decoding -------------------------------------------------------------------------------------

@@ -333,13 +333,15 @@ def test_a_lone_surrogate_anywhere_in_a_bulk_writes_none_of_it(connection: redis
     for bad, field in (((LONE, {}), "job name"), (("ok", {}, {"job_id": LONE}), "job option job_id"),
                        (("ok", {}, {"deduplication": {"id": LONE}}), "job option deduplication.id"),
                        (("ok", {}, {"parent": {"id": LONE, "queue": queue.keys.base}}), "job option parent.id"),
-                       (("ok", {}, {"repeat_job_key": LONE}), "job option repeat_job_key")):
+                       (("ok", {}, {"repeat_job_key": LONE}), "job option repeat_job_key"),
+                       (("ok", {}, {"telemetry": {"metadata": LONE}}), "job option telemetry"),
+                       (("ok", {}, {"backoff": {"type": LONE, "delay": 5}}), "job option backoff")):
         jobs = [("ok", {"i": i}) for i in range(1000)] + [bad] + [("ok", {"i": i}) for i in range(999)]
         with writes_nothing(connection, queue_name), pytest.raises(InvalidJobOptionsError) as caught:
             queue.add_bulk(jobs)
         message = str(caught.value)
         assert message.startswith(f"add_bulk: jobs[1000]: {field}")
-        assert "'caf\\udce9'" in message and "lone surrogate '\\udce9' at index 3" in message
+        assert "'caf\\udce9'" in message and "lone surrogate '\\udce9'" in message
 
 
 def test_a_long_bad_value_is_shown_shortened(connection: redis.Redis, queue_name: str) -> None:
@@ -372,6 +374,10 @@ def test_lone_surrogates_are_refused_on_every_door(connection: redis.Redis, queu
             scheduler.upsert(LONE, {"every": 1000})
         with pytest.raises(InvalidJobOptionsError, match="job name 'caf"):
             scheduler.upsert("s", {"every": 1000}, LONE)
+        with pytest.raises(InvalidJobOptionsError, match=r"job option backoff=.*lone surrogate"):
+            scheduler.upsert("s", {"every": 1000}, "n", {}, {"backoff": {"type": LONE}})
+        with pytest.raises(InvalidJobOptionsError, match=r"job option telemetry=.*lone surrogate"):
+            queue.add("x", telemetry={"metadata": LONE})  # the scripts read options back: cjson refuses it
         with pytest.raises(InvalidInputError, match="scheduler_id 'caf"):
             scheduler.remove(LONE)
 
