@@ -82,6 +82,7 @@ NOT_ON_CLUSTER = {
         "test_scheduler_hardening::test_the_update_script_refuses_a_bad_tick_before_its_first_write",
         "test_scheduler_hardening::test_the_add_script_refuses_bad_options_before_its_first_write",
         "test_scripts::test_includes_are_inlined_once_and_nested",
+        "test_scripts::test_a_script_directive_runs_another_script_with_its_own_keys_and_args",
         "test_scripts::test_noscript_reloads_transparently_on_every_path",
         "test_queue_hardening::test_finishing_a_job_that_is_not_active_is_refused_and_keeps_the_lock",
         "test_lifecycle_events::test_queue_events_sees_every_event_type",
