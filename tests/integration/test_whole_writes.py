@@ -434,3 +434,30 @@ def test_on_a_cluster_a_flow_under_a_parent_in_another_slot_is_refused(cluster_c
         assert queue_snapshot(queue.client, queue_name) == {}
     finally:
         delete_queue_keys(Queue(cluster_connection, elsewhere).client, elsewhere)
+
+
+# -- a stored events cap that is not a count ---------------------------------------------------------
+
+def test_an_events_cap_that_is_not_a_count_fails_no_script_half_way(connection: redis.Redis, queue_name: str) -> None:
+    """Each of these scripts wrote first and then failed on XADD MAXLEN ~ <not a number> (an add
+    left its job in wait, its hash and its events, and raised): now the cap trims nothing."""
+    queue = Queue(connection, queue_name)
+
+    def fail(job: Any) -> None:
+        raise RuntimeError("no")
+
+    with Running(Worker(connection, queue_name, fail)):
+        failed = queue.add("fails", job_id="failed-1")
+        assert wait_until(lambda: failed.get_state() == "failed")
+    connection.hset(queue.keys.meta, "opts.maxLenEvents", "many")  # written by someone else
+    job = queue.add("plain")
+    parent = queue.add_flow({"name": "p"}, [{"name": "c", "opts": {"delay": 60_000}}])
+    later = queue.add("later", delay=60_000)
+    later.change_delay(120_000)
+    job.update_progress(50)
+    failed.retry()
+    assert queue.promote_jobs() == 2
+    assert queue.get_job_counts("waiting", "waiting-children", "delayed", "failed") == {
+        "waiting": 4, "waiting-children": 1, "delayed": 0, "failed": 0}
+    assert queue.get_job(job.id).progress == 50 and parent.get_state() == "waiting-children"
+    assert connection.hget(queue.keys.meta, "opts.maxLenEvents") == b"many"  # left as it is
