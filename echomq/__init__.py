@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "JobWaitTimeoutError": "errors",
     "ReplicationError": "errors",
     "AddOutcomeUnknownError": "errors",
+    "BulkWriteError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
     "Subscriber": "types",
@@ -102,6 +103,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     from .clock import system_clock
     from .errors import (
         AddOutcomeUnknownError,
+        BulkWriteError,
         ConnectionClosedError,
         EchoMQError,
         ForkedProcessError,

@@ -13,8 +13,8 @@ once, so it is not an ``EchoMQError``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError
@@ -145,6 +145,61 @@ class AddOutcomeUnknownError(EchoMQError, RedisConnectionError):
             "not have been added: an add sent again without a job_id may add its job twice (docs/deployment.md)")
         self.unknown = unknown
         self.job_ids = tuple(job_ids)
+class BulkWriteError(EchoMQError):
+    """A bulk add (``Queue.add_bulk``) was written in part: the server refused some of its jobs
+    (a missing parent, out of memory ...) or the run was cut (a lost connection, a timeout)
+    after some were written. Every index of the bulk is in exactly one of:
+
+    ``written``
+        index -> the Job added (its ``id`` as the add returned it: new, existing or the
+        deduplication owner), as ``add_bulk`` would have returned it;
+    ``refused``
+        index -> the exception that refused that job; nothing of it was written;
+    ``unknown``
+        indexes sent whose reply was lost: each may or may not be written (with a ``job_id``,
+        adding it again is safe: an existing id adds nothing);
+    ``not_sent``
+        indexes never sent: nothing of them was written.
+
+    ``__cause__`` is the first error (the lost connection, the first refusal).
+    """
+
+    def __init__(self, operation: str, total: int, written: Mapping[int, Any], refused: Mapping[int, BaseException],
+                 unknown: Sequence[int], not_sent: Sequence[int]) -> None:
+        self.written = dict(written)
+        self.refused = dict(refused)
+        self.unknown = tuple(unknown)
+        self.not_sent = tuple(not_sent)
+        parts = [f"{len(self.written)} of {total} jobs written ({index_ranges(sorted(self.written))})"]
+        if self.refused:
+            first = min(self.refused)
+            parts.append(f"{len(self.refused)} refused ({index_ranges(sorted(self.refused))}; jobs[{first}]: "
+                         f"{type(self.refused[first]).__name__}: {self.refused[first]})")
+        for indexes, what in ((self.unknown, "sent without a reply, written or not"), (self.not_sent, "not sent")):
+            if indexes:
+                parts.append(f"{len(indexes)} {what} ({index_ranges(indexes)})")
+        super().__init__(f"{operation}: " + ", ".join(parts))
+
+    @property
+    def job_ids(self) -> list[str]:
+        """The ids of the written jobs, in the bulk's order."""
+        return [self.written[index].id for index in sorted(self.written)]
+
+
+def index_ranges(indexes: Sequence[int]) -> str:
+    """Sorted indexes as ``0-599, 602, 610-611`` (jobs[...] of a bulk)."""
+    runs: list[str] = []
+    start = previous = None
+    for index in indexes:
+        if previous is not None and index == previous + 1:
+            previous = index
+            continue
+        if start is not None:
+            runs.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = index
+    if start is not None:
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+    return "jobs " + ", ".join(runs) if runs else "none"
 
 
 class UnrecoverableError(Exception):

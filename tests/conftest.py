@@ -64,7 +64,7 @@ CLUSTER_MODULES = frozenset({
     "test_scheduler_pattern", "test_scheduler_worker", "test_schedules_sync", "test_scripts",
     "test_stored_options", "test_untrusted_data", "test_wait_until_finished", "test_worker",
     "test_worker_burst", "test_worker_hardening", "test_worker_listeners", "test_worker_log_lines",
-    "test_worker_routing", "test_worker_scheduler",
+    "test_worker_routing", "test_worker_scheduler", "test_whole_writes",
 })
 
 #: Tests of those modules that stay on real and fake only, and why: what they do with the test's
@@ -82,6 +82,7 @@ NOT_ON_CLUSTER = {
         "test_scheduler_hardening::test_the_update_script_refuses_a_bad_tick_before_its_first_write",
         "test_scheduler_hardening::test_the_add_script_refuses_bad_options_before_its_first_write",
         "test_scripts::test_includes_are_inlined_once_and_nested",
+        "test_scripts::test_a_script_directive_runs_another_script_with_its_own_keys_and_args",
         "test_scripts::test_noscript_reloads_transparently_on_every_path",
         "test_queue_hardening::test_finishing_a_job_that_is_not_active_is_refused_and_keeps_the_lock",
         "test_lifecycle_events::test_queue_events_sees_every_event_type",

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import json.scanner
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
@@ -57,6 +59,18 @@ def is_utf8(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def utf8_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent to Redis, or None when it can: a str is sent as UTF-8, and a
+    lone surrogate (what ``surrogateescape`` decoding leaves, or a broken UTF-16 pair) has no
+    UTF-8 form. For the strings that are stored or keyed as they are (names, ids, queue names):
+    JSON values are escaped instead (:func:`encode_json` with ``ascii_only``)."""
+    lone = None if value.isascii() else _LONE_SURROGATE.search(value)
+    if lone is None:
+        return None
+    return (f"holds a lone surrogate {lone.group()!r} at index {lone.start()}, which has no UTF-8 form "
+            "(Redis stores bytes): decode the text it came from properly, or drop the character")
 
 
 def sendable_text(value: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from ..errors import InvalidInputError, InvalidQueueNameError
+from .codec import utf8_problem
 
 DEFAULT_PREFIX = "emq"
 
@@ -79,6 +80,9 @@ def validate_queue_name(name: str) -> str:
         raise InvalidQueueNameError(
             f"queue name {name!r} must not contain braces: EchoMQ adds the {{}} hash tag itself"
         )
+    problem = utf8_problem(name)
+    if problem is not None:
+        raise InvalidQueueNameError(f"queue name {name!r:.100}: {problem}")
     return name
 
 
@@ -87,6 +91,9 @@ def validate_prefix(prefix: str) -> str:
         raise InvalidInputError(f"prefix must be a non-empty str, got {prefix!r}")
     if "{" in prefix or "}" in prefix:
         raise InvalidInputError(f"prefix {prefix!r} must not contain braces")
+    problem = utf8_problem(prefix)
+    if problem is not None:
+        raise InvalidInputError(f"prefix {prefix!r:.100}: {problem}")
     return prefix
 
 

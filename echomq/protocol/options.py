@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import InvalidJobOptionsError
-from .codec import encode_json
+from .codec import encode_json, utf8_problem
 from .keys import names_queue_key
 
 #: Highest priority the protocol accepts (BullMQ's PRIORITY_LIMIT, 2**21 - 1).
@@ -52,7 +52,7 @@ _KEEP_FIELDS = ("age", "count", "limit")
 
 
 def _fail(field: str, value: Any, reason: str, label: str = "job option ") -> InvalidJobOptionsError:
-    return InvalidJobOptionsError(f"{label}{field}={value!r}: {reason}")
+    return InvalidJobOptionsError(f"{label}{field}={value!r:.200}: {reason}")
 
 
 def _int(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_SAFE_INTEGER,
@@ -73,6 +73,15 @@ def _int(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_SAFE_IN
     return int(value)
 
 
+def _sendable(field: str, value: str, label: str = "job option ") -> str:
+    """``value`` when Redis can take it as it is (a key, a hash field, a script argument)."""
+    if not value.isascii():
+        problem = utf8_problem(value)
+        if problem is not None:
+            raise InvalidJobOptionsError(f"{label}{field}={value!r:.100}: {problem}")
+    return value
+
+
 def _bool(field: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise _fail(field, value, "must be True or False")
@@ -90,6 +99,7 @@ def validate_job_id(job_id: Any, field: str = "job_id") -> str:
         raise _fail(field, job_id, "must be a str (custom ids cannot be integers)")
     if not job_id:
         raise _fail(field, job_id, "must not be empty")
+    _sendable(field, job_id)
     if _INTEGER_LIKE.match(job_id):
         raise _fail(field, job_id, "custom ids cannot be integer-like (they would collide with auto ids)")
     if job_id.startswith("0:"):
@@ -109,8 +119,8 @@ def lookup_job_id(job_id: Any, operation: str) -> str:
     if isinstance(job_id, int) and not isinstance(job_id, bool) and job_id >= 0:
         return str(job_id)
     if isinstance(job_id, str) and job_id:
-        return job_id
-    raise InvalidJobOptionsError(f"{operation}: job_id={job_id!r} must be a non-empty str (or an int auto id)")
+        return _sendable("job_id", job_id, f"{operation}: ")
+    raise InvalidJobOptionsError(f"{operation}: job_id={job_id!r:.100} must be a non-empty str (or an int auto id)")
 
 
 def backoff_as_dict(value: Any) -> dict[str, Any] | None:
@@ -203,6 +213,7 @@ def _deduplication(value: Any) -> dict[str, Any]:
     dedup_id = value.get("id")
     if not isinstance(dedup_id, str) or not dedup_id:
         raise _fail("deduplication.id", dedup_id, "must be a non-empty str")
+    _sendable("deduplication.id", dedup_id)
     out: dict[str, Any] = {"id": dedup_id}
     if value.get("ttl") is not None:
         out["ttl"] = _int("deduplication.ttl", value["ttl"], minimum=1)
@@ -219,6 +230,8 @@ def _parent(value: Any) -> dict[str, str]:
         raise _fail("parent.id", value["id"], "must be a non-empty str")
     if not isinstance(value["queue"], str) or not value["queue"]:
         raise _fail("parent.queue", value["queue"], "must be the parent queue's qualified name")
+    _sendable("parent.id", value["id"])
+    _sendable("parent.queue", value["queue"])
     return {"id": value["id"], "queue": value["queue"]}
 
 
@@ -250,7 +263,7 @@ def _telemetry(value: Any) -> dict[str, Any]:
 def _str(field: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise _fail(field, value, "must be a non-empty str")
-    return value
+    return _sendable(field, value)
 
 
 # python name -> (protocol name, converter). Order of this table = order written to opts.
@@ -305,9 +318,14 @@ def encode_job_options(opts: Mapping[str, Any]) -> dict[str, Any]:
     if "de" in out and "parent" in out:
         raise _fail("deduplication", opts.get("deduplication"), "cannot be used together with parent")
     try:
-        encode_json(out)
+        encoded = encode_json(out)
     except (TypeError, ValueError) as exc:
         raise _fail("opts", dict(opts), f"not JSON-serialisable ({exc})") from None
+    for name, value in opts.items() if not encoded.isascii() else ():
+        # The scripts read options back (cjson), which refuse a lone surrogate even as a JSON escape.
+        problem = utf8_problem(encode_json(value)) if value is not None else None
+        if problem is not None:
+            raise _fail(str(name), value, problem.split(" at index")[0] + " (the scripts read options back)")
     return out
 
 
@@ -334,9 +352,12 @@ def dumps_json(value: Any, field: str) -> str:
 
 
 def validate_job_name(name: Any) -> str:
-    if not isinstance(name, str):
-        raise InvalidJobOptionsError(f"job name {name!r}: must be a str")
-    return name
+    """A job name: any str Redis can store as it is (the hash's ``name``, the ``added`` event)."""
+    if name.__class__ is not str or not name.isascii():  # the common case passes in one check
+        problem = utf8_problem(name) if isinstance(name, str) else "must be a str"
+        if problem is not None:
+            raise InvalidJobOptionsError(f"job name {name!r:.100}: {problem}")
+    return name  # type: ignore[no-any-return]
 
 
 # -- decoding -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
-from ..protocol.codec import text
+from ..protocol.codec import text, utf8_problem
 from ..protocol.keys import QueueKeys
 from ..protocol.limits import DataLimits
 from ..protocol.options import PRIORITY_LIMIT, dumps_json
@@ -88,7 +88,10 @@ def read_logs(client: redis.Redis, keys: QueueKeys, job_id: str, start: int, end
 def _checked_deduplication_id(dedup_id: Any, operation: str) -> str:
     """The id ``add(deduplication={"id": ...})`` accepts: a non-empty str."""
     if not isinstance(dedup_id, str) or not dedup_id:
-        raise InvalidInputError(f"{operation}: dedup_id={dedup_id!r} must be a non-empty str")
+        raise InvalidInputError(f"{operation}: dedup_id={dedup_id!r:.100} must be a non-empty str")
+    problem = utf8_problem(dedup_id)
+    if problem is not None:
+        raise InvalidInputError(f"{operation}: dedup_id={dedup_id!r:.100}: {problem}")
     return dedup_id
 
 

@@ -17,7 +17,7 @@ from redis.cluster import RedisCluster
 from ..clock import system_clock
 from ..errors import InvalidInputError, JobNotFoundError, raise_for_code
 from ..protocol import job_hash
-from ..protocol.codec import decode_hash, int_or_none, text
+from ..protocol.codec import decode_hash, int_or_none, text, utf8_problem
 from ..protocol.keys import QueueKeys, names_queue_key
 from ..protocol.limits import DataLimits
 from ..protocol.options import MAX_EPOCH_MS, decode_job_options, dumps_json
@@ -288,7 +288,10 @@ def update_progress(client: redis.Redis, keys: QueueKeys, job_id: str, progress:
 
 def add_log(client: redis.Redis, keys: QueueKeys, job_id: str, line: str, keep_logs: Any = None) -> int:
     if not isinstance(line, str):
-        raise InvalidInputError(f"log line {line!r}: must be a str")
+        raise InvalidInputError(f"log line {line!r:.100}: must be a str")
+    problem = utf8_problem(line)
+    if problem is not None:
+        raise InvalidInputError(f"log line {line!r:.100}: {problem}")
     keep = "" if keep_logs is None else str(int(keep_logs))
     lua = script("addLog")
     count = int(run_script(client, lua, lua.keys_for(keys, job_id), [job_id, line, keep]))

@@ -7,6 +7,7 @@ holds no thread and no blocking connection; it is safe to share between threads.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,14 +16,15 @@ import redis
 
 from .._version import __version__
 from ..clock import system_clock
-from ..errors import AddOutcomeUnknownError, InvalidInputError
+from ..errors import AddOutcomeUnknownError, BulkWriteError, EchoMQError, InvalidInputError, PermissionDeniedError
 from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
 from ..transport.connection import Connection, Connections
 from ..transport.refusals import refusals
-from ..transport.stream_calls import CallsOutcomeUnknown, run_calls
+from ..transport.stream_calls import NOT_SENT, UNANSWERED, CallsOutcomeUnknown, run_calls
+from ..transport.unsent import NotRunError
 from ..types import Clock, JobOptions
 from . import admin, edits, global_limits, metrics, operations
 from .add_book import AddBook
@@ -34,6 +36,8 @@ from .replication import checked_replicas, confirm_replicas
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+
+log = logging.getLogger(__name__)
 
 #: What this library writes to meta ``version`` (BullMQ writes ``bullmq:<version>``).
 META_VERSION = f"echomq-python:{__version__}"
@@ -112,14 +116,24 @@ class Queue:
         return f"Queue({self.name!r}, prefix={self.prefix!r})"
 
     # -- adding -------------------------------------------------------------------------------
-    def _write_meta(self) -> None:
-        """Stamp meta ``version`` once, before this Queue's first add, as BullMQ's Queue stamps
+    def _stamp_meta(self) -> None:
+        """Stamp meta ``version`` once, after this Queue's first write, as BullMQ's Queue stamps
         its own (docs/protocol.md §1.2): bull-board and operators see who writes the queue. Not
-        in the constructor, which does no I/O (a Queue built at import time must not block)."""
-        if not self._meta_written:
+        in the constructor, which does no I/O (a Queue built at import time must not block), and
+        not before the first add, which the server may refuse (nothing of a refused call is
+        written). The jobs are written by then: a stamp that fails is logged and tried again at
+        the next add, never raised (the caller would take the add for failed and add it again)."""
+        if self._meta_written:
+            return
+        try:
             with refusals("add", [self.keys.meta]):
                 self.client.hset(self.keys.meta, "version", META_VERSION)
-            self._meta_written = True
+        except PermissionDeniedError as exc:
+            log.warning("%s: meta version not stamped, the role may not HSET it: %s", self, exc)
+        except (redis.RedisError, OSError) as exc:
+            log.debug("%s: meta version not stamped (tried again at the next add): %s", self, exc)
+            return
+        self._meta_written = True
 
     def _job_for(self, call: AddCall, job_id: str) -> Job:
         job = Job(self.client, self.keys, job_id, name=call.name, data=call.data,
@@ -132,47 +146,62 @@ class Queue:
         returns a Job carrying the existing id (the stream says ``duplicated``/``deduplicated``).
         """
         call = self._planner.prepare(name, data, opts)
-        self._write_meta()
-        book = self._book
         try:
-            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *book.floor_args()])])
+            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *self._book.floor_args()])])
         except CallsOutcomeUnknown as exc:
-            raise AddOutcomeUnknownError("add", 1, [], exc.__cause__ or exc) from exc.__cause__
+            cause = exc.__cause__ or exc
+            if exc.unknown:
+                raise AddOutcomeUnknownError("add", 1, [], cause) from cause
+            raise cause from None  # nothing was sent: the connection error itself
         if isinstance(reply, Exception):
             raise reply
-        job = self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
-                            else book.handed(reply, call.custom_id))
+        job = self._job_for(call, self._added_id(call, reply))
         self._after_adds()
-        self._confirm("add", [job.id])
+        if not self._meta_written:
+            self._stamp_meta()
+        if self.wait_replicas:
+            self._confirm("add", [job.id])
         return job
+
+    def _added_id(self, call: AddCall, reply: Any) -> str:
+        """The id an add script's reply hands out: its error codes raised, a counter it moved
+        past this Queue's highest id reported (add_book.py)."""
+        if isinstance(reply, int):
+            return check_add_result(reply, call)
+        return self._book.handed(reply, call.custom_id)
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[Job]:
         """Add many jobs, streamed over one connection (not atomic, as BullMQ's addBulk).
 
         Each item is ``{"name", "data", "opts"}`` or a ``(name, data[, opts])`` tuple. Every job
-        is validated before the first is sent.
+        is validated before the first is sent: a bad one raises naming its index (``jobs[7]``)
+        and nothing is written. When the server refuses some jobs (a missing parent, out of
+        memory) or the run is cut after some were written (a lost connection), BulkWriteError
+        tells which were written, refused, unknown (sent, no reply) and not sent.
         """
         if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
             raise InvalidInputError(f"add_bulk: jobs={jobs!r:.100} must be a list of jobs")
-        calls = [self._planner.prepare(*job_spec(item)) for item in jobs]
-        if calls:
-            self._write_meta()
-        book = self._book
-        floor = book.floor_args()
+        prepare = self._planner.prepare
+        calls: list[AddCall] = []
+        for index, item in enumerate(jobs):
+            try:
+                calls.append(prepare(*job_spec(item)))
+            except InvalidInputError as exc:
+                raise type(exc)(f"add_bulk: jobs[{index}]: {exc}") from None
+        floor = self._book.floor_args()
         try:
             replies = run_calls(self.client, [(call.script, call.keys, [*call.args, *floor]) for call in calls])
         except CallsOutcomeUnknown as exc:
-            handed = [book.handed(reply, call.custom_id) for call, reply in zip(calls, exc.replies)
-                      if reply is not None and not isinstance(reply, (int, Exception))]
-            raise AddOutcomeUnknownError("add_bulk", len(exc.unknown), handed, exc.__cause__ or exc) \
-                from exc.__cause__
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        added = [self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
-                               else book.handed(reply, call.custom_id)) for call, reply in zip(calls, replies)]
+            error = self._bulk_error(calls, exc.replies, exc.__cause__ or exc)
+            raise error from exc.__cause__
+        added: list[Job] = []
+        for call, reply in zip(calls, replies):
+            if isinstance(reply, (Exception, int)):
+                raise self._bulk_error(calls, replies, None)
+            added.append(self._job_for(call, self._book.handed(reply, call.custom_id)))
         self._after_adds()
         if added:
+            self._stamp_meta()
             self._confirm("add_bulk", [job.id for job in added])
         return added
 
@@ -184,14 +213,51 @@ class Queue:
             with refusals("add", [self.keys.meta]):
                 self._book.check_gap(self.client, self.keys.meta)
 
+    def _bulk_error(self, calls: Sequence[AddCall], outcome: Sequence[Any], cut: BaseException | None) -> BaseException:
+        """What a bulk that was not written whole raises: BulkWriteError sorting every job into
+        written / refused / unknown / not sent (a call the transport could not send for a
+        failover under way, :class:`NotRunError`, did not run: not sent); the first error itself
+        when nothing was (or may have been) written."""
+        written: dict[int, Job] = {}
+        refused: dict[int, BaseException] = {}
+        unknown: list[int] = []
+        not_sent: list[int] = []
+        for index, (call, reply) in enumerate(zip(calls, outcome)):
+            if reply is UNANSWERED:
+                unknown.append(index)
+            elif reply is NOT_SENT or isinstance(reply, NotRunError):
+                not_sent.append(index)
+            elif isinstance(reply, Exception):
+                refused[index] = reply
+            elif isinstance(reply, int):
+                try:
+                    check_add_result(reply, call)
+                except EchoMQError as exc:
+                    refused[index] = exc
+            else:
+                written[index] = self._job_for(call, self._added_id(call, reply))
+        first: BaseException | None = cut if cut is not None else (refused[min(refused)] if refused else
+                                                                   outcome[not_sent[0]])
+        if written:
+            self._stamp_meta()
+        elif not unknown:
+            return first  # type: ignore[return-value]
+        self._after_adds()
+        error = BulkWriteError("add_bulk", len(calls), written, refused, unknown, not_sent)
+        error.__cause__ = first
+        return error
+
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.
 
         Each node is ``{"name", "data", "opts", "children"?, "queue"?}``; a child's ``queue``
-        names another queue under the same prefix (not Cluster-safe). Nodes without a
-        ``job_id`` get a UUID, as BullMQ 6 gives them. Everything is written in one MULTI.
+        names another queue under the same prefix (on a Redis Cluster, one in the same slot).
+        Nodes without a ``job_id`` get a UUID, as BullMQ 6 gives them. The flow is written by
+        one script, whole or not at all: a node the server would refuse (its id is a job with
+        another parent, its parent is missing) refuses the flow before anything is written.
         """
-        root = add_flow(self.client, self._planner_for, self.name, parent, children, before_write=self._write_meta)
+        root = add_flow(self.client, self._planner_for, self.name, parent, children)
+        self._stamp_meta()
         self._confirm("add_flow", [root.id])
         return root
 

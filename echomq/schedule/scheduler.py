@@ -23,7 +23,7 @@ import redis
 from ..clock import system_clock
 from ..errors import InvalidInputError, InvalidJobOptionsError, raise_for_code
 from ..protocol import job_hash
-from ..protocol.codec import decode_hash, encode_json, encode_json_like_js, int_or_none, text
+from ..protocol.codec import decode_hash, encode_json, encode_json_like_js, int_or_none, text, utf8_problem
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys, iteration_job_id
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import dumps_json, encode_job_options, validate_job_name
@@ -57,13 +57,20 @@ def validate_scheduler_id(scheduler_id: Any) -> str:
         raise InvalidInputError(
             f"scheduler id {scheduler_id!r}: must not contain ':' (its iterations are repeat:<id>:<millis>)"
         )
-    return scheduler_id
+    return _sendable_id(scheduler_id, "scheduler id")
 
 
 def _scheduler_id_arg(scheduler_id: Any, name: str = "scheduler_id") -> str:
     """A scheduler id to look up or remove: any str (BullMQ-made ids may hold ``:``)."""
     if not isinstance(scheduler_id, str):
         raise InvalidInputError(f"{name}={scheduler_id!r}: must be a str (a scheduler id)")
+    return _sendable_id(scheduler_id, name)
+
+
+def _sendable_id(scheduler_id: str, name: str) -> str:
+    problem = utf8_problem(scheduler_id)
+    if problem is not None:
+        raise InvalidInputError(f"{name} {scheduler_id!r:.100}: {problem}")
     return scheduler_id
 
 

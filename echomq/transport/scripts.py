@@ -6,7 +6,10 @@ contract: a call with a different number of keys is refused before anything reac
 the order of a call's keys comes from the header (:meth:`LuaScript.bind`), never from a list
 written a second time in Python. A line ``-- @include "name"`` inlines
 ``lua/includes/name.lua`` (once per script, nested includes allowed, cycles reported with the
-include chain). Running a script is ``transport.calls``' job.
+include chain). A line ``-- @script "name"`` inlines the transition script ``name`` (with its own
+includes) as ``local function name(KEYS, ARGV) ... end``: a script that runs several
+transitions in one call (a flow's adds) runs their own code, not a copy of it. Running a script
+is ``transport.calls``' job.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..protocol.keys import KeyToken, QueueKeys, parse_key_token
 
 _FILE_NAME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*)-(?P<numkeys>\d+)\.lua$")
 _INCLUDE = re.compile(r'^\s*--\s*@include\s+"(?P<name>[A-Za-z0-9_]+)"\s*$')
+_SCRIPT = re.compile(r'^\s*--\s*@script\s+"(?P<name>[A-Za-z][A-Za-z0-9]*)"\s*$')
 _HEADER = re.compile(r"\A\s*--\[\[(?P<body>.*?)\]\]", re.DOTALL)
 _KEY_ENTRY = re.compile(r"KEYS\[(?P<index>\d+)\]\s+(?P<token>[A-Za-z<>-]+(?::[A-Za-z<>-]+)*)")
 
@@ -40,19 +44,26 @@ def lua_root() -> Path:
     raise ScriptError(f"no lua/ directory in {package} or next to it")
 
 
-def inline_includes(source: str, includes_dir: Path, origin: str) -> str:
-    """Replace each include directive with the include's text, depth first, each one once."""
+def inline_includes(source: str, includes_dir: Path, origin: str, callers: tuple[str, ...] = ()) -> str:
+    """Replace each include directive with the include's text, depth first, each one once, and
+    each script directive with that script wrapped in a function (its includes inlined inside
+    it, once per function: the function's ``KEYS`` and ``ARGV`` are its own). ``callers``: the
+    scripts whose functions this source is inlined into (a script may not call itself)."""
     done: set[str] = set()
 
     def expand(text: str, chain: tuple[str, ...]) -> list[str]:
         out: list[str] = []
         for lineno, line in enumerate(text.splitlines(), start=1):
+            where = " -> ".join(chain) + f":{lineno}"
+            called = _SCRIPT.match(line)
+            if called:
+                out.extend(_wrapped_script(called["name"], includes_dir, where, (*callers, origin)))
+                continue
             match = _INCLUDE.match(line)
             if not match:
                 out.append(line)
                 continue
             name = match["name"]
-            where = " -> ".join(chain) + f":{lineno}"
             if name in chain:
                 raise ScriptError(f"include cycle: {where} includes {name!r} again")
             if name in done:
@@ -65,6 +76,18 @@ def inline_includes(source: str, includes_dir: Path, origin: str) -> str:
         return out
 
     return "\n".join(expand(source, (origin,))) + "\n"
+
+
+def _wrapped_script(name: str, includes_dir: Path, where: str, callers: tuple[str, ...]) -> list[str]:
+    """``local function <name>(KEYS, ARGV) <the script> end``, for a script directive at ``where``."""
+    found = [path for path in includes_dir.parent.glob(f"{name}-*.lua") if _FILE_NAME.match(path.name)]
+    if not found:
+        raise ScriptError(f"{where}: script {name!r} not found in {includes_dir.parent}")
+    path = found[0]
+    if path.name in callers:
+        raise ScriptError(f"{where}: script {name!r} runs itself ({' -> '.join((*callers, path.name))})")
+    body = inline_includes(path.read_text(encoding="utf-8"), includes_dir, path.name, callers)
+    return [f"local function {name}(KEYS, ARGV)", *body.splitlines(), "end"]
 
 
 def read_key_tokens(source: str, numkeys: int, origin: str) -> tuple[KeyToken, ...]:

@@ -54,7 +54,7 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
         return []
     for lua, keys, _args in calls:
         lua.check_arity(keys)  # every call, before any I/O
-    replies: list[Any] = [None] * len(calls)
+    replies: list[Any] = [NOT_SENT] * len(calls)
     pending = list(range(len(calls)))
     deadline = time.monotonic() + resend_for
     delay = _RESEND_FIRST_DELAY_S
@@ -69,7 +69,7 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
             for index, reply in zip(pending, exc.replies):
                 replies[index] = reply
             cause = exc.__cause__ if exc.__cause__ is not None else exc
-            raise CallsOutcomeUnknown(cause, replies, pending[len(exc.replies):]) from cause
+            raise CallsOutcomeUnknown(cause, replies) from cause
         not_run = []
         for index, reply in zip(pending, got):
             replies[index] = reply
@@ -86,16 +86,44 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
         pending = not_run
 
 
-class CallsOutcomeUnknown(redis.ConnectionError):
-    """The connection failed after calls were sent: ``replies`` holds what came back (None in
-    the slots of ``unknown``, the indexes of the calls that may or may not have run). The
-    cause is the connection error."""
+class _NoReply:
+    """What stands in a call's slot of :class:`CallsOutcomeUnknown` when no reply came."""
 
-    def __init__(self, cause: BaseException, replies: Sequence[Any], unknown: Sequence[int] = ()) -> None:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: The call was never sent (or it was refused before it ran): nothing of it was written.
+NOT_SENT: Any = _NoReply("NOT_SENT")
+#: The call was sent and its reply never came: it may or may not have run.
+UNANSWERED: Any = _NoReply("UNANSWERED")
+
+
+class CallsOutcomeUnknown(redis.ConnectionError):
+    """The connection failed after calls were sent. ``replies`` has a slot per call: the reply
+    that came back, :data:`UNANSWERED` for a call sent without a reply (it may or may not have
+    run), :data:`NOT_SENT` for one that never left (it did not). The cause is the connection
+    error."""
+
+    def __init__(self, cause: BaseException, replies: Sequence[Any]) -> None:
         super().__init__(str(cause))
         self.replies = list(replies)
-        self.unknown = list(unknown)
         self.__cause__ = cause
+
+    @property
+    def unknown(self) -> list[int]:
+        """The indexes of the calls that may or may not have run."""
+        return [i for i, reply in enumerate(self.replies) if reply is UNANSWERED]
+
+    @property
+    def not_sent(self) -> list[int]:
+        """The indexes of the calls that did not run."""
+        return [i for i, reply in enumerate(self.replies) if reply is NOT_SENT]
 
 
 def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
@@ -105,6 +133,7 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
     conn = checkout(pool)
     replies: list[Any] = []
     started = sent = False  # a send begun (its bytes may have gone), one done
+    sent_upto = 0  # the calls before this index were sent, at least in part
     try:
         if getattr(conn, "_sock", None) is None:
             conn.connect()  # a refusal here means nothing was sent
@@ -125,6 +154,7 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
             else:
                 packed = conn.pack_commands(window)
             started = True
+            sent_upto = start + len(window)
             conn.send_packed_command(packed)
             if not sent:
                 sent = True
@@ -139,7 +169,8 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
         if isinstance(exc, NotRunError) and not sent:
             raise  # refused before its bytes left: a check of the connection's own
         if started:
-            raise CallsOutcomeUnknown(exc, replies) from exc
+            slots = replies + [UNANSWERED] * (sent_upto - len(replies)) + [NOT_SENT] * (len(calls) - sent_upto)
+            raise CallsOutcomeUnknown(exc, slots) from exc
         raise NotRunError(f"nothing was sent: {exc}", "REFUSED") from exc
     except BaseException:
         conn.disconnect()
@@ -160,7 +191,14 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
                 if refused is None:
                     raise
                 raise refused from None
-        again = run_calls(client, [calls[i] for i in missing])
+        for i in missing:
+            replies[i] = NOT_SENT  # NOSCRIPT: the script did not run
+        try:
+            again = run_calls(client, [calls[i] for i in missing])
+        except CallsOutcomeUnknown as exc:
+            for i, reply in zip(missing, exc.replies):
+                replies[i] = reply
+            raise CallsOutcomeUnknown(exc.__cause__ or exc, replies) from exc.__cause__
         for i, reply in zip(missing, again):
             replies[i] = reply
     return replies

@@ -8,8 +8,9 @@
     ARGV[12] the highest job id this producer was handed, or "" / absent (docs/protocol.md §1.4)
     ARGV[13] how far past it to move the counter when the counter is not above it
   Checks the parent exists (-5) and that an existing custom-id job is not another live
-  parent's child (-7), both before any write, then INCRs the id counter (every add that is not
-  refused does, even with a custom id), resolves the job id and handles an existing custom id.
+  parent's child (-7), both before any write (includes/newJobRefusal.lua), then INCRs the id
+  counter (every add that is not refused does, even with a custom id), resolves the job id and
+  handles an existing custom id.
   When ARGV[12] names an id at or above what the INCR gave (the counter went back: a failover or
   a restart lost writes), the counter is SET to ARGV[12] + ARGV[13] and meta `idGap` records
   "<what the INCR gave>:<what it was moved to>" for the queue's other producers; the script then
@@ -20,6 +21,7 @@
 ]]
 -- @include "getOrSetMaxEvents"
 -- @include "handleDuplicatedJob"
+-- @include "newJobRefusal"
 -- What an add script returns: its result, with the value the counter went back to when it did.
 local function withRollback(result, rolledBack)
   if rolledBack and type(result) == "string" then
@@ -30,14 +32,9 @@ end
 
 local function prepareNewJob(idKey, metaKey, completedKey, eventsKey)
   local keyPrefix, customId, parentKey = ARGV[1], ARGV[2], ARGV[5]
-  if parentKey ~= "" and redis.call("EXISTS", parentKey) ~= 1 then
-    return nil, nil, nil, nil, -5, nil
-  end
-  if parentKey ~= "" and customId ~= "" then
-    local existingParent = redis.call("HGET", keyPrefix .. customId, "parentKey")
-    if existingParent and existingParent ~= parentKey and redis.call("EXISTS", existingParent) == 1 then
-      return nil, nil, nil, nil, -7, nil
-    end
+  local refused = newJobRefusal(keyPrefix, customId, parentKey, keyExists)
+  if refused then
+    return nil, nil, nil, nil, refused, nil
   end
   local counter = redis.call("INCR", idKey)
   local rolledBack

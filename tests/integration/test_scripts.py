@@ -64,6 +64,29 @@ def test_includes_are_inlined_once_and_nested(tmp_path: Path, connection: redis.
     assert run_script(connection, calc, calc.keys_for(QueueKeys("q"))) == [6, 12, b"emq:{q}:wait"]
 
 
+def test_a_script_directive_runs_another_script_with_its_own_keys_and_args(tmp_path: Path,
+                                                                          connection: redis.Redis) -> None:
+    write(tmp_path, "includes/twice.lua", "local function twice(x) return x .. x end\n")
+    write(tmp_path, "echo-1.lua", header("wait") + '-- @include "twice"\nreturn {KEYS[1], twice(ARGV[1])}\n')
+    write(tmp_path, "both-1.lua", header("meta") + '-- @include "twice"\n-- @script "echo"\n'
+          'local inner = echo({"k"}, {"a"})\nreturn {inner[1], inner[2], KEYS[1], twice(ARGV[1])}\n')
+    both = ScriptRegistry(tmp_path)["both"]
+    assert both.source.count("local function twice") == 2  # once in each function's scope
+    assert both.source.count("local function echo(KEYS, ARGV)") == 1
+    assert run_script(connection, both, both.keys_for(QueueKeys("q")), ["b"]) == [b"k", b"aa", b"emq:{q}:meta",
+                                                                                  b"bb"]
+
+
+def test_a_script_directive_names_what_is_wrong(tmp_path: Path) -> None:
+    write(tmp_path, "top-0.lua", header() + '-- @script "nowhere"\n')
+    with pytest.raises(ScriptError, match=r"top-0.lua:7: script 'nowhere' not found"):
+        ScriptRegistry(tmp_path)
+    write(tmp_path, "top-0.lua", header() + '-- @script "loop"\n')
+    write(tmp_path, "loop-0.lua", header() + '-- @script "loop"\n')
+    with pytest.raises(ScriptError, match=r"script 'loop' runs itself \(loop-0.lua -> loop-0.lua\)"):
+        ScriptRegistry(tmp_path)
+
+
 def test_keys_come_from_the_header_in_its_order(tmp_path: Path) -> None:
     write(tmp_path, "move-5.lua", header("<finished>", "job", "job:lock", "prefix", "metrics:<finished>")
           + "return 1\n")

@@ -46,7 +46,7 @@ PASSWORD = "s3cret-pw"
 #: The scripts each role runs, and the commands it sends itself (not from a script).
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "producer": ("addStandardJob", "addDelayedJob", "addPrioritizedJob", "addParentJob",
-                 "releaseParentIfNoPendingDependencies"),
+                 "releaseParentIfNoPendingDependencies", "addFlow"),
     "worker": ("moveToActive", "moveToFinished", "moveToDelayed", "retryJob", "moveToWaitingChildren",
                "extendLocks", "moveStalledJobsToWait", "updateJobScheduler", "repairJobScheduler",
                "updateProgress", "addLog"),
@@ -55,9 +55,9 @@ ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "readonly": ("getJobScheduler", "getJobSchedulers"),
 }
 ROLE_OWN_COMMANDS: dict[str, tuple[str, ...]] = {
-    # EVALSHA, SCRIPT LOAD after a NOSCRIPT; add_flow's MULTI and redis-py's SCRIPT EXISTS before
-    # it; meta's version stamp, get_job, get_job_counts.
-    "producer": ("evalsha", "script|load", "script|exists", "multi", "exec", "hset", "hgetall", "llen", "zcard"),
+    # EVALSHA, SCRIPT LOAD after a NOSCRIPT; the reads of one MULTI (a job's state and logs);
+    # meta's version stamp, get_job, get_job_counts.
+    "producer": ("evalsha", "script|load", "multi", "exec", "hset", "hgetall", "llen", "zcard"),
     # The marker wait, its named connection and its cut; the scheduler step and repair's reads.
     "worker": ("evalsha", "script|load", "bzpopmin", "client|setname", "client|id", "client|unblock",
                "hexists", "hmget", "hgetall", "zrange"),
@@ -71,7 +71,7 @@ ROLE_OWN_COMMANDS: dict[str, tuple[str, ...]] = {
 #: The documented rules (docs/security.md), what ``ACL SETUSER <user> reset on >pw resetchannels
 #: -@all`` is followed by.
 RULES: dict[str, tuple[str, ...]] = {
-    "producer": (KEYS, "+evalsha", "+script|load", "+script|exists", "+multi", "+exec", "+del", "+exists",
+    "producer": (KEYS, "+evalsha", "+script|load", "+multi", "+exec", "+del", "+exists",
                  "+get", "+hget", "+hgetall", "+hmget", "+hset", "+incr", "+llen", "+lpush", "+pttl", "+rpush",
                  "+sadd", "+scard", "+set", "+xadd", "+zadd", "+zcard", "+zrange", "+zrem", "+zrevrangebyscore",
                  "+zscore"),
@@ -323,7 +323,7 @@ def refused_read(url: str) -> Any:
     ("producer", "evalsha", refused_add, "evalsha"),
     ("producer", "script|load", refused_add, "script|load"),  # the script cache was flushed
     ("producer", "xadd", refused_bulk, "xadd"),
-    ("producer", "sadd", refused_flow, "sadd"),            # a flow's MULTI is refused before it is sent
+    ("producer", "sadd", refused_flow, "sadd"),            # the flow's script is refused before it runs
     ("scheduler", "zadd", refused_upsert, "zadd"),
     ("events", "xread", refused_read, "xread"),
 ], ids=["add-lpush", "add-evalsha", "add-script-load", "bulk-xadd", "flow-sadd", "upsert-zadd", "read-xread"])
