@@ -7,7 +7,6 @@ holds no thread and no blocking connection; it is safe to share between threads.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,28 +15,22 @@ import redis
 
 from .._version import __version__
 from ..clock import system_clock
-from ..errors import AddOutcomeUnknownError, BulkWriteError, EchoMQError, InvalidInputError, PermissionDeniedError
+from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
 from ..transport.connection import Connection, Connections
-from ..transport.refusals import refusals
-from ..transport.stream_calls import NOT_SENT, UNANSWERED, CallsOutcomeUnknown, run_calls
-from ..transport.unsent import NotRunError
 from ..types import Clock, JobOptions
 from . import admin, edits, global_limits, metrics, operations
-from .add_book import AddBook
-from .enqueue import AddCall, AddPlanner, check_add_result, job_spec
-from .flows import add_flow
+from .adding import JobAdder
+from .enqueue import AddPlanner
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
-from .replication import checked_replicas, confirm_replicas
+from .replication import checked_replicas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-
-log = logging.getLogger(__name__)
 
 #: What this library writes to meta ``version`` (BullMQ writes ``bullmq:<version>``).
 META_VERSION = f"echomq-python:{__version__}"
@@ -80,19 +73,18 @@ class Queue:
         self.data_limits = DataLimits.checked("Queue", max_data_bytes, max_data_depth)
         self.wait_replicas, self.wait_timeout_ms = checked_replicas(wait_replicas, wait_timeout_ms)
         self._planner = AddPlanner(self.keys, default_job_options, clock=clock, limits=self.data_limits)
-        self._planners = {queue_name: self._planner}
         self._connections = Connections(connection, route_key=self.keys.meta)
         self.client: redis.Redis = self._connections.client
-        self._meta_written = False
-        self._book = AddBook(queue_name)
-        self._pool = self.client.connection_pool
+        self._adder = JobAdder(self.client, self.keys, self._planner, clock=clock, data_limits=self.data_limits,
+                               meta_version=META_VERSION, wait_replicas=self.wait_replicas,
+                               wait_timeout_ms=self.wait_timeout_ms, describe=self.__repr__)
 
     @property
     def lost_job_ids(self) -> list[str]:
         """Ids of adds this Queue acknowledged that a failover or a restart lost, as far as it
         could tell (the newest :data:`~echomq.queue.add_book._LOST_KEPT`); each was also logged
         as a WARNING (docs/deployment.md, "What a failover can lose")."""
-        return list(self._book.lost_job_ids)
+        return list(self._adder.book.lost_job_ids)
 
     @property
     def queue_name(self) -> str:
@@ -115,60 +107,14 @@ class Queue:
     def __repr__(self) -> str:
         return f"Queue({self.name!r}, prefix={self.prefix!r})"
 
-    # -- adding -------------------------------------------------------------------------------
-    def _stamp_meta(self) -> None:
-        """Stamp meta ``version`` once, after this Queue's first write, as BullMQ's Queue stamps
-        its own (docs/protocol.md §1.2): bull-board and operators see who writes the queue. Not
-        in the constructor, which does no I/O (a Queue built at import time must not block), and
-        not before the first add, which the server may refuse (nothing of a refused call is
-        written). The jobs are written by then: a stamp that fails is logged and tried again at
-        the next add, never raised (the caller would take the add for failed and add it again)."""
-        if self._meta_written:
-            return
-        try:
-            with refusals("add", [self.keys.meta]):
-                self.client.hset(self.keys.meta, "version", META_VERSION)
-        except PermissionDeniedError as exc:
-            log.warning("%s: meta version not stamped, the role may not HSET it: %s", self, exc)
-        except (redis.RedisError, OSError) as exc:
-            log.debug("%s: meta version not stamped (tried again at the next add): %s", self, exc)
-            return
-        self._meta_written = True
-
-    def _job_for(self, call: AddCall, job_id: str) -> Job:
-        job = Job(self.client, self.keys, job_id, name=call.name, data=call.data,
-                  opts=call.stored_opts, timestamp=call.timestamp, clock=self.clock)
-        job.data_limits = self.data_limits
-        return job
-
+    # -- adding (queue/adding.py) -------------------------------------------------------------
     def add(self, name: str, data: Any = None, **opts: Unpack[JobOptions]) -> Job:
         """Add one job. A custom ``job_id`` that exists, or a deduplication hit, adds nothing and
         returns a Job carrying the existing id (the stream says ``duplicated``/``deduplicated``).
+        A reply lost with the connection raises AddOutcomeUnknownError: the job may have been
+        added (docs/deployment.md, "When an add is sent again").
         """
-        call = self._planner.prepare(name, data, opts)
-        try:
-            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *self._book.floor_args()])])
-        except CallsOutcomeUnknown as exc:
-            cause = exc.__cause__ or exc
-            if exc.unknown:
-                raise AddOutcomeUnknownError("add", 1, [], cause) from cause
-            raise cause from None  # nothing was sent: the connection error itself
-        if isinstance(reply, Exception):
-            raise reply
-        job = self._job_for(call, self._added_id(call, reply))
-        self._after_adds()
-        if not self._meta_written:
-            self._stamp_meta()
-        if self.wait_replicas:
-            self._confirm("add", [job.id])
-        return job
-
-    def _added_id(self, call: AddCall, reply: Any) -> str:
-        """The id an add script's reply hands out: its error codes raised, a counter it moved
-        past this Queue's highest id reported (add_book.py)."""
-        if isinstance(reply, int):
-            return check_add_result(reply, call)
-        return self._book.handed(reply, call.custom_id)
+        return self._adder.add(name, data, opts)
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[Job]:
         """Add many jobs, streamed over one connection (not atomic, as BullMQ's addBulk).
@@ -179,73 +125,7 @@ class Queue:
         memory) or the run is cut after some were written (a lost connection), BulkWriteError
         tells which were written, refused, unknown (sent, no reply) and not sent.
         """
-        if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
-            raise InvalidInputError(f"add_bulk: jobs={jobs!r:.100} must be a list of jobs")
-        prepare = self._planner.prepare
-        calls: list[AddCall] = []
-        for index, item in enumerate(jobs):
-            try:
-                calls.append(prepare(*job_spec(item)))
-            except InvalidInputError as exc:
-                raise type(exc)(f"add_bulk: jobs[{index}]: {exc}") from None
-        floor = self._book.floor_args()
-        try:
-            replies = run_calls(self.client, [(call.script, call.keys, [*call.args, *floor]) for call in calls])
-        except CallsOutcomeUnknown as exc:
-            error = self._bulk_error(calls, exc.replies, exc.__cause__ or exc)
-            raise error from exc.__cause__
-        added: list[Job] = []
-        for call, reply in zip(calls, replies):
-            if isinstance(reply, (Exception, int)):
-                raise self._bulk_error(calls, replies, None)
-            added.append(self._job_for(call, self._book.handed(reply, call.custom_id)))
-        self._after_adds()
-        if added:
-            self._stamp_meta()
-            self._confirm("add_bulk", [job.id for job in added])
-        return added
-
-    def _after_adds(self) -> None:
-        """After a master move the transport told of: report this Queue's adds it lost (add_book.py)."""
-        moves = getattr(self._pool, "master_moves", 0)
-        if moves != self._book.moves_seen:
-            self._book.moves_seen = moves
-            with refusals("add", [self.keys.meta]):
-                self._book.check_gap(self.client, self.keys.meta)
-
-    def _bulk_error(self, calls: Sequence[AddCall], outcome: Sequence[Any], cut: BaseException | None) -> BaseException:
-        """What a bulk that was not written whole raises: BulkWriteError sorting every job into
-        written / refused / unknown / not sent (a call the transport could not send for a
-        failover under way, :class:`NotRunError`, did not run: not sent); the first error itself
-        when nothing was (or may have been) written."""
-        written: dict[int, Job] = {}
-        refused: dict[int, BaseException] = {}
-        unknown: list[int] = []
-        not_sent: list[int] = []
-        for index, (call, reply) in enumerate(zip(calls, outcome)):
-            if reply is UNANSWERED:
-                unknown.append(index)
-            elif reply is NOT_SENT or isinstance(reply, NotRunError):
-                not_sent.append(index)
-            elif isinstance(reply, Exception):
-                refused[index] = reply
-            elif isinstance(reply, int):
-                try:
-                    check_add_result(reply, call)
-                except EchoMQError as exc:
-                    refused[index] = exc
-            else:
-                written[index] = self._job_for(call, self._added_id(call, reply))
-        first: BaseException | None = cut if cut is not None else (refused[min(refused)] if refused else
-                                                                   outcome[not_sent[0]])
-        if written:
-            self._stamp_meta()
-        elif not unknown:
-            return first  # type: ignore[return-value]
-        self._after_adds()
-        error = BulkWriteError("add_bulk", len(calls), written, refused, unknown, not_sent)
-        error.__cause__ = first
-        return error
+        return self._adder.add_bulk(jobs)
 
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.
@@ -256,23 +136,7 @@ class Queue:
         one script, whole or not at all: a node the server would refuse (its id is a job with
         another parent, its parent is missing) refuses the flow before anything is written.
         """
-        root = add_flow(self.client, self._planner_for, self.name, parent, children)
-        self._stamp_meta()
-        self._confirm("add_flow", [root.id])
-        return root
-
-    def _confirm(self, operation: str, job_ids: Sequence[str]) -> None:
-        """With ``wait_replicas``, wait for the replicas to hold what was just added."""
-        if self.wait_replicas:
-            confirm_replicas(self.client, self.keys, META_VERSION, job_ids, self.wait_replicas,
-                             self.wait_timeout_ms, operation=operation)
-
-    def _planner_for(self, queue_name: str) -> AddPlanner:
-        planner = self._planners.get(queue_name)
-        if planner is None:
-            planner = AddPlanner(QueueKeys(queue_name, self.prefix), clock=self.clock, limits=self.data_limits)
-            self._planners[queue_name] = planner
-        return planner
+        return self._adder.add_flow(self.name, parent, children)
 
     # -- reading ------------------------------------------------------------------------------
     def get_job(self, job_id: str) -> Job | None:
@@ -395,7 +259,7 @@ class Queue:
         """Delete the queue and everything in it (pauses it first). Active jobs need ``force``."""
         _check_flag("obliterate", "force", force)
         admin.obliterate(self.client, self.keys, force)
-        self._book.reset()
+        self._adder.reset()
 
     def trim_events(self, max_len: int) -> int:
         """Approximately trim the events stream to ``max_len`` entries; returns how many went."""

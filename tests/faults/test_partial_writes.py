@@ -16,7 +16,7 @@ from redis.connection import Connection, ConnectionPool
 
 from echomq import Queue
 from echomq.errors import BulkWriteError
-from echomq.transport.calls import WINDOW
+from echomq.transport.stream_calls import WINDOW
 
 from support.snapshot import queue_snapshot
 

@@ -242,7 +242,7 @@ def test_the_flow_size_limit_at_its_edge(connection: redis.Redis, queue_name: st
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     queue = Queue(connection, queue_name)
     root, child = {"name": "p", "opts": {"job_id": "p"}}, {"name": "c", "opts": {"job_id": "c"}, "data": "x" * 500}
-    exact = sum(len(arg) for node in flows._plan(root, [child], queue._planner, queue._planner_for)
+    exact = sum(len(arg) for node in flows._plan(root, [child], queue._planner, queue._adder._planner_for)
                 for arg in node.call.args)
     monkeypatch.setattr(flows, "MAX_FLOW_BYTES", exact - 1)
     with writes_nothing(connection, queue_name), pytest.raises(InvalidInputError, match=f"more than {exact - 1} bytes"):
