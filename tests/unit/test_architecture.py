@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("subsystems", ("echomq.queue", "echomq.schedule", "echomq.events", "echomq.worker")),
     ("composition", ("echomq.registry",)),
     ("hosts", ("echomq.cli", "echomq.contrib", "echomq.testing")),
-    ("surface", ("echomq", "echomq.__main__", "echomq._legacy")),
+    ("surface", ("echomq", "echomq.__main__")),
 )
 
 #: The only imports between two subsystems (a worker runs jobs and advances schedules) or two
