@@ -25,7 +25,7 @@ def readers_connected(client: redis.Redis, prefix: str, queue: str = "mail") -> 
 
 def test_no_reader_starts_under_tests_unless_asked(make_app: Callable[..., Flask], server_url: str,
                                                    url_connection: redis.Redis, prefix: str) -> None:
-    app = make_app(ECHOMQ_URL=server_url, ECHOMQ_PREFIX=prefix, TESTING=True)
+    app = make_app(ECHOMQ_TEST_CONNECTION=server_url, ECHOMQ_PREFIX=prefix, TESTING=True)
     client = app.test_client()
     for _ in range(2):
         assert client.get("/ping").status_code == 200
@@ -80,7 +80,8 @@ def test_a_served_request_starts_one_reader_per_process(make_app: Callable[..., 
 
 def test_always_starts_under_tests_and_manual_only_when_asked(make_app: Callable[..., Flask], server_url: str,
                                                               url_connection: redis.Redis, prefix: str) -> None:
-    always = make_app(ECHOMQ_URL=server_url, ECHOMQ_PREFIX=prefix, TESTING=True, ECHOMQ_EVENTS="always")
+    always = make_app(ECHOMQ_TEST_CONNECTION=server_url, ECHOMQ_PREFIX=prefix, TESTING=True,
+                      ECHOMQ_EVENTS="always")
     always.test_client().get("/ping")
     assert list(echomq.running_events(always)) == ["mail"]
 

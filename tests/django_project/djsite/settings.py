@@ -46,6 +46,9 @@ def _flag(name: str) -> bool:
 
 ECHOMQ = {
     "CONNECTION": "djsite.redis_client.make_client",
+    # The suite's tests run on the Redis each test names (real, then fakeredis over TCP), not on
+    # the in-memory fake a project's tests get by default.
+    "TEST_CONNECTION": "djsite.redis_client.make_client",
     "PREFIX": os.environ.get("SHOP_ECHOMQ_PREFIX", "emq"),
     "DEFAULT_QUEUE": "orders",
     "QUEUES": {
