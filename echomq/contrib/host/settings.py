@@ -118,7 +118,7 @@ def problems(raw: Any, spell: Spelling, known: Sequence[str], *, only: Sequence[
         if key in keys and raw.get(key) is not None:
             found += check(raw[key], spell)
     if ("URL" in keys or "CONNECTION" in keys) and raw.get("URL") is not None and raw.get("CONNECTION") is not None:
-        found.insert(0, Problem("echomq.E002", f"give {spell('URL')} or {spell('CONNECTION')}, not both",
+        found.insert(0, Problem("echomq.E002", f"{spell('URL')} and {spell('CONNECTION')}: give one, not both",
                                 "URL is a redis:// URL; CONNECTION a client, a function returning one, or the "
                                 "dotted path of such a function."))
     return found
