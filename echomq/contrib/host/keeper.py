@@ -10,11 +10,12 @@ How it notices: every ``SCHEDULES_CHECK_INTERVAL`` seconds (30 by default), and 
 second of a Worker of its process reporting a Redis error (a restart drops every connection),
 one pipelined round trip per declared queue reads the queue's job id counter (``id``) and
 whether each declared scheduler is in the queue's ``repeat`` set. A scheduler is re-created
-only when it is missing *and the queue's data was lost with it*: the counter is gone, or lower
-than the keeper last saw (it only ever grows, and every scheduler iteration adds one). That
-tells a lost schedule from one an operator removed by hand (``echomq schedulers remove``: the
-queue's counter stays), which is left alone and logged once; and a schedule that ran out
-(``limit``, ``end_date``) stays in Redis, so it is never revived. The server's run id would
+only when it is missing *and the queue's data was lost with it*: the counter this process saw
+is gone, or lower than it was (it only ever grows, and every scheduler iteration adds one).
+That tells a lost schedule from one an operator removed by hand (``echomq schedulers remove``:
+the counter stays) and from one never synced (no counter was ever seen): both are left to the
+schedule command, and said once in the log (INFO). A schedule that ran out (``limit``,
+``end_date``) stays in Redis, so it is never revived. The server's run id would
 not do: a persistent server keeps its data across a restart but changes its run id, and a
 flush keeps the run id but loses the data.
 
@@ -86,18 +87,18 @@ class ScheduleKeeper(WorkerListener):
                 pipe.zscore(keys.repeat, schedule.scheduler_id)
             counter_raw, *scores = pipe.execute()
             counter = None if counter_raw is None else int(counter_raw)
-            last = self._counters.get(queue)
+            last = self._counters.get(queue, 0)
             missing = [schedule for schedule, score in zip(schedules, scores, strict=True) if score is None]
-            lost = counter is None or (last is not None and counter < last)
+            lost = last > 0 and (counter is None or counter < last)  # data seen here, then gone
             if missing and lost:
                 recreated += self._recreate(client, queue, missing, counter, last)
             for schedule in missing if not lost else ():
-                self._tell_removed(schedule)
+                self._tell_missing(schedule, removed=counter is not None)
             self._counters[queue] = counter or 0
         return recreated
 
     def _recreate(self, client: Any, queue: str, missing: list[DeclaredSchedule], counter: int | None,
-                  last: int | None) -> list[Change]:
+                  last: int) -> list[Change]:
         now = self.clock()
         alive = [schedule for schedule in missing if schedule.ended(now) is None]
         if not alive:
@@ -112,12 +113,16 @@ class ScheduleKeeper(WorkerListener):
                         queue, change.scheduler_id, why)
         return changes
 
-    def _tell_removed(self, schedule: DeclaredSchedule) -> None:
+    def _tell_missing(self, schedule: DeclaredSchedule, *, removed: bool) -> None:
+        """Said once per schedule: one this process never saw in Redis is the schedule
+        command's to create, as is one removed by hand while the queue kept its data."""
         key = (schedule.queue, schedule.scheduler_id)
-        if key not in self._told:
-            self._told.add(key)
-            log.info("EchoMQ: declared schedule %s/%s is not in Redis, though the queue's data is (removed by hand?); "
-                     "not re-created: the schedule command creates it", *key)
+        if key in self._told:
+            return
+        self._told.add(key)
+        why = "though the queue's data is (removed by hand?)" if removed else "nor any data of its queue (never synced?)"
+        log.info("EchoMQ: declared schedule %s/%s is not in Redis, %s; not re-created: the schedule command creates it",
+                 *key, why)
 
     # -- the thread -----------------------------------------------------------------------------
     def start(self) -> None:
