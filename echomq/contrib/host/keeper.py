@@ -28,6 +28,7 @@ the upsert of an existing scheduler keeps its slot, so they agree.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -153,6 +154,7 @@ class ScheduleKeeper(WorkerListener):
 
     def _run(self) -> None:
         delay = 0.0
+        first = True
         while not self._stopping.is_set():
             woken = self._wake.wait(delay)
             self._wake.clear()
@@ -164,6 +166,10 @@ class ScheduleKeeper(WorkerListener):
             try:
                 self.check()
                 delay = self.interval_s
+                if first:
+                    first = False
+                    log.info("EchoMQ: process %d keeps the declared schedules of queue(s) %s (a check every %g s)",
+                             os.getpid(), ", ".join(self._by_queue), self.interval_s)
             except (redis.RedisError, OSError) as exc:
                 log.debug("EchoMQ schedule keeper: Redis did not answer (%s); trying again in %g s", exc, RETRY_S)
                 delay = RETRY_S
