@@ -89,11 +89,12 @@ def get_registry() -> JobRegistry:
     return get_project().registry
 
 
-def sync_schedules(*, prune: bool = False, dry_run: bool = False, clock: Clock = system_clock) -> SyncReport:
-    """What ``manage.py echomq_schedules`` does, in the caller's process, on ``clock``: a test
-    on a ``FakeClock`` syncs the declared schedules at the test's time (docs/testing.md)."""
+def sync_schedules(*, prune: bool = False, dry_run: bool = False, clock: Clock | None = None) -> SyncReport:
+    """What ``manage.py echomq_schedules`` does, in the caller's process, on ``clock`` (default:
+    the system's): a test on a ``FakeClock`` syncs the declared schedules at the test's time
+    (docs/testing.md)."""
     settings = conf.current()
-    return get_project().sync_schedules(settings.host, prune=prune, dry_run=dry_run, clock=clock,
+    return get_project().sync_schedules(settings.host, prune=prune, dry_run=dry_run, clock=clock or system_clock,
                                         queues=list(settings.events.queues))
 
 

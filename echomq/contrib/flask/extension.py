@@ -201,11 +201,13 @@ class EchoMQ:
         self.state(app).readers.close(timeout)
 
     def sync_schedules(self, app: flask.Flask | None = None, *, prune: bool = False, dry_run: bool = False,
-                       clock: Clock = system_clock) -> SyncReport:
+                       clock: Clock | None = None) -> SyncReport:
         """What ``flask echomq schedules`` does, for ``app`` (default: ``current_app``), on
-        ``clock``: a test on a ``FakeClock`` syncs the declared schedules at the test's time."""
+        ``clock`` (default: the system's): a test on a ``FakeClock`` syncs the declared
+        schedules at the test's time."""
         state = self.state(app)
-        return state.project.sync_schedules(state.settings.host, prune=prune, dry_run=dry_run, clock=clock)
+        return state.project.sync_schedules(state.settings.host, prune=prune, dry_run=dry_run,
+                                            clock=clock or system_clock)
 
     def _make_reader(self, project: Project, queue: str) -> QueueEvents:
         reader = QueueEvents(project.registry.connection(), queue, prefix=project.registry.prefix)
