@@ -103,10 +103,7 @@ class QueueRecorder:
         whose every command is noted."""
         import redis
 
-        if isinstance(source, str):
-            pool = redis.ConnectionPool.from_url(source)
-        else:
-            pool = source.connection_pool
+        pool = redis.ConnectionPool.from_url(source) if isinstance(source, str) else source.connection_pool
         kwargs = dict(pool.connection_kwargs)
         recorder = self
 

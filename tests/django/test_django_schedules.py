@@ -58,17 +58,20 @@ def test_the_first_sync_creates_the_second_changes_nothing(shop_redis: redis.Red
 def test_a_dry_run_prints_the_difference_and_writes_nothing(settings: Any, shop_redis: redis.Redis,
                                                             prefix: str) -> None:
     assert sync("--dry-run") == ["would create reports/nightly-report", "would create orders/sweep-carts",
-                                 "2 declared: 2 to create, 0 to update, 0 unchanged; 0 to remove (dry run: nothing written)"]
+                                 "2 declared: 2 to create, 0 to update, 0 unchanged; 0 to remove "
+                                 "(dry run: nothing written)"]
     assert stored(shop_redis, prefix) == {"orders": {}, "reports": {}}
 
     sync()
     before = stored(shop_redis, prefix)
     declared(settings, **{"nightly-report": {"pattern": "30 3 * * *", "data": {"kind": "full"}}})
     assert sync("--dry-run") == ["would update reports/nightly-report: pattern, data",
-                                 "2 declared: 0 to create, 1 to update, 1 unchanged; 0 to remove (dry run: nothing written)"]
+                                 "2 declared: 0 to create, 1 to update, 1 unchanged; 0 to remove "
+                                 "(dry run: nothing written)"]
     assert stored(shop_redis, prefix) == before
 
-    assert sync() == ["updated reports/nightly-report: pattern, data", "2 declared: 0 created, 1 updated, 1 unchanged; 0 removed"]
+    assert sync() == ["updated reports/nightly-report: pattern, data",
+                      "2 declared: 0 created, 1 updated, 1 unchanged; 0 removed"]
     record = JobScheduler(shop_redis, "reports", prefix=prefix).get("nightly-report")
     assert record is not None and (record.pattern, record.template_data) == ("30 3 * * *", {"kind": "full"})
     assert stored(shop_redis, prefix)["orders"] == before["orders"]  # the other schedule untouched
@@ -82,7 +85,8 @@ def test_prune_removes_what_is_not_declared_in_the_declared_queues(settings: Any
     assert sync() == ["2 declared: 0 created, 0 updated, 2 unchanged; 0 removed"]  # without --prune, left alone
 
     assert sync("--prune", "--dry-run") == ["would remove orders/legacy-cleanup",
-                                            "2 declared: 0 to create, 0 to update, 2 unchanged; 1 to remove (dry run: nothing written)"]
+                                            "2 declared: 0 to create, 0 to update, 2 unchanged; 1 to remove "
+                                            "(dry run: nothing written)"]
     assert JobScheduler(shop_redis, "orders", prefix=prefix).get("legacy-cleanup") is not None
 
     declared(settings, **{"sweep-carts": None})  # a schedule deleted from the settings

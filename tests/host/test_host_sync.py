@@ -52,9 +52,9 @@ def _taken_slot(connection: redis.Redis, queue: str, clock: FakeClock) -> dict[s
 REFUSALS: dict[str, tuple[Callable[[redis.Redis, str, FakeClock], dict[str, Any]], type[Exception], str]] = {
     "an entry without a queue": (lambda c, q, k: declared(q, broken={"every": 1000}), InvalidScheduleError,
                                  "schedule 'broken': names no queue"),
-    "an entry whose end date has passed": (lambda c, q, k: declared(q, over={"queue": q, "every": 1000,
-                                                                           "end_date": 1000}),
-                                           InvalidScheduleError, "schedule 'over': end_date 1000 is already in the past"),
+    "an entry whose end date has passed": (
+        lambda c, q, k: declared(q, over={"queue": q, "every": 1000, "end_date": 1000}),
+        InvalidScheduleError, "schedule 'over': end_date 1000 is already in the past"),
     "a pattern with no run before its end": (
         lambda c, q, k: declared(q, never={"queue": q, "pattern": "0 2 * * *", "tz": "UTC",
                                            "end_date": "2030-01-01T01:30:00+00:00"}),

@@ -75,7 +75,8 @@ import sys
 def test_untouched(request):
     assert not [name for name in request.fixturenames if name.startswith("echomq")]
     loaded = sorted(m for m in sys.modules if m.startswith("echomq."))
-    assert loaded == ["echomq._version", "echomq.testing", "echomq.testing.isolation", "echomq.testing.pytest_plugin"], loaded
+    assert loaded == ["echomq._version", "echomq.testing", "echomq.testing.isolation",
+                      "echomq.testing.pytest_plugin"], loaded
     assert "redis" not in sys.modules
     assert "fakeredis" not in sys.modules
 ''')

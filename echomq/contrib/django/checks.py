@@ -2,8 +2,9 @@
 
 Registered by the app config's ``ready()``. Each problem ``conf.problems`` finds is one Error
 with its id (``echomq.E001`` ... ``E013``, listed in docs/django.md) and a hint, or one Warning
-(``echomq.W001`` an ended schedule, ``W002`` the old ``job`` key); nothing connects to Redis. Every management command runs the checks first (the worker and schedule
-commands included), so a misconfigured worker does not start.
+(``echomq.W001`` an ended schedule, ``W002`` the old ``job`` key); nothing connects to Redis.
+Every management command runs the checks first (the worker and schedule commands included), so
+a misconfigured worker does not start; a warning stops nothing.
 """
 
 from __future__ import annotations

@@ -121,7 +121,8 @@ class ScheduleKeeper(WorkerListener):
         if key in self._told:
             return
         self._told.add(key)
-        why = "though the queue's data is (removed by hand?)" if removed else "nor any data of its queue (never synced?)"
+        why = ("though the queue's data is (removed by hand?)" if removed else
+               "nor any data of its queue (never synced?)")
         log.info("EchoMQ: declared schedule %s/%s is not in Redis, %s; not re-created: the schedule command creates it",
                  *key, why)
 

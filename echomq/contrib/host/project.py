@@ -24,8 +24,8 @@ from typing import Any
 
 import redis
 
-from ...clock import system_clock
 from ...cli.worker import run_worker as run_worker_command
+from ...clock import system_clock
 from ...errors import EchoMQError
 from ...registry import ConnectionChoice, ConnectionSource, Defer, JobContext, JobRegistry
 from ...testing import isolation

@@ -27,8 +27,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from ...clock import system_clock
 from ...cli.worker import StartupError, load_object
+from ...clock import system_clock
 from ...errors import InvalidInputError, InvalidJobOptionsError, InvalidScheduleError
 from ...protocol.keys import DEFAULT_PREFIX, validate_prefix, validate_queue_name
 from ...protocol.limits import DataLimits
@@ -239,10 +239,9 @@ def schedules_problems(schedules: Any, spell: Spelling, *, now_ms: int | None = 
             found.append(Problem("echomq.W001", f"{spell('SCHEDULES')}: schedule {scheduler_id!r}: {ended}",
                                  "It will never run again: remove it from the declaration (the schedule command "
                                  "refuses to create it).", InvalidScheduleError, warning=True))
-        for note in schedule.deprecated:
-            found.append(Problem("echomq.W002", f"{spell('SCHEDULES')}: schedule {scheduler_id!r}: {note}",
-                                 "Rename the key 'job' to 'name'; both work until the next major release.",
-                                 InvalidScheduleError, warning=True))
+        found.extend(Problem("echomq.W002", f"{spell('SCHEDULES')}: schedule {scheduler_id!r}: {note}",
+                             "Rename the key 'job' to 'name'; both work until the next major release.",
+                             InvalidScheduleError, warning=True) for note in schedule.deprecated)
     return found
 
 
