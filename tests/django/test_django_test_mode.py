@@ -6,14 +6,12 @@ not there in the next), whatever ``URL`` says; on a real test Redis, every queue
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 import pytest
-import redis
+
+from support import host_runs
 
 SETTINGS = '''
 import os
@@ -103,33 +101,17 @@ def write_project(folder: Path, *, fake: bool) -> None:
 
 
 def run_pytest(folder: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SHOP_", "PYTEST_"))}
-    environment.update(env, PYTHONPATH=str(folder))
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ds=proj.settings",
-                           "test_shop.py"], cwd=folder, env=environment, capture_output=True, text=True,
-                          timeout=180, check=False)
+    return host_runs.run_pytest(folder, "--ds=proj.settings", "test_shop.py", drop=("DJANGO_", "SHOP_"), **env)
 
 
 def test_under_pytest_django_each_test_gets_a_fresh_fake_redis(tmp_path: Path) -> None:
     write_project(tmp_path, fake=True)
-    result = run_pytest(tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 passed" in result.stdout
+    host_runs.suite_passes(run_pytest(tmp_path), "4 passed")
 
 
 @pytest.mark.real_only
 def test_on_a_real_test_redis_what_each_test_wrote_is_deleted_and_nothing_else(tmp_path: Path,
                                                                                redis_url: str) -> None:
     write_project(tmp_path, fake=False)
-    prefix = f"djtm{uuid.uuid4().hex[:8]}"
-    client = redis.Redis.from_url(redis_url)
-    stranger = f"{prefix}:{{untouched}}:meta"
-    client.set(stranger, "not the tests'")
-    try:
-        result = run_pytest(tmp_path, PROJ_TEST_REDIS=redis_url, PROJ_PREFIX=prefix)
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert "4 passed" in result.stdout
-        assert sorted(key.decode() for key in client.scan_iter(match=f"{prefix}:*")) == [stranger]
-    finally:
-        client.delete(stranger)
-        client.close()
+    host_runs.leaves_only_a_stranger(redis_url, "djtm", lambda prefix: run_pytest(
+        tmp_path, PROJ_TEST_REDIS=redis_url, PROJ_PREFIX=prefix), "4 passed")

@@ -6,7 +6,6 @@ the command, in a subprocess."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ import redis
 
 from echomq import JobScheduler, Queue
 
-from support.django_site import PROJECT, Server, manage, wait_until
+from support.django_site import PROJECT, Server, manage
+from support.host_runs import restart_under
 
 TESTS = str(PROJECT.parent)
 
@@ -58,17 +58,10 @@ def test_the_worker_re_creates_the_declared_schedules_a_restart_without_persiste
 
     assert stored() == declared
     worker = Server([sys.executable, "manage.py", "echomq_worker", "--processes", "2"], env, tmp_path / "worker.log")
-    try:  # each worker process's keeper has had its first look
-        assert wait_until(lambda: worker.output().count("keeps the declared schedules") == 2, 30), worker.output()
-        server.stop()
-        server.start()  # the same port, nothing kept
-        restarted = time.monotonic()
-        assert wait_until(lambda: stored() == declared, 30), worker.output()
-        took = time.monotonic() - restarted
+    try:
+        took, log = restart_under(worker, server, lambda: stored() == declared, keepers=2)  # one per process
     finally:
-        worker.stop()
         client.close()
-    log = worker.output()
     assert took < 15, took
     assert "EchoMQ: schedule reports/nightly-report was gone from Redis with the queue's data" in log, log
     assert "EchoMQ: schedule orders/sweep-carts was gone from Redis with the queue's data" in log

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ import redis
 
 from echomq import JobScheduler, Queue
 
-from support.django_site import Server, wait_until
+from support.django_site import Server
+from support.host_runs import restart_under
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 TESTS = Path(__file__).resolve().parents[1]
@@ -69,16 +69,9 @@ def test_the_worker_re_creates_the_declared_schedules_a_restart_without_persiste
     worker = Server([sys.executable, "-m", "flask", "--app", "flask_app", "echomq", "worker"],
                     {**environment, **env}, tmp_path / "worker.log", cwd=TESTS.parent)
     try:
-        assert wait_until(lambda: "keeps the declared schedules" in worker.output(), 30), worker.output()
-        server.stop()
-        server.start()  # the same port, nothing kept
-        restarted = time.monotonic()
-        assert wait_until(lambda: sorted(stored()) == ["nightly", "tick"], 30), worker.output()
-        took = time.monotonic() - restarted
+        took, log = restart_under(worker, server, lambda: sorted(stored()) == ["nightly", "tick"], keepers=1)
     finally:
-        worker.stop()
         client.close()
-    log = worker.output()
     assert took < 15, took
     assert "EchoMQ: schedule reports/nightly was gone from Redis with the queue's data" in log, log
     assert "EchoMQ: schedule reports/tick was gone from Redis with the queue's data" in log

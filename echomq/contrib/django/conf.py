@@ -62,28 +62,13 @@ class EventsSettings:
 
 
 @dataclass(frozen=True)
-class EchoMQSettings:
+class EchoMQSettings(host.OnHost):
     """``settings.ECHOMQ``, validated, with every default filled in: the shared keys (``host``)
     and Django's own."""
 
     host: HostSettings = field(default_factory=HostSettings)
     default_queue: str = DEFAULT_QUEUE
     events: EventsSettings = field(default_factory=EventsSettings)
-
-    @property
-    def url(self) -> str | None:
-        return self.host.url
-
-    @property
-    def prefix(self) -> str:
-        return self.host.prefix
-
-    @property
-    def schedules(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.host.schedules
-
-    def queue_options(self, queue: str) -> dict[str, Any]:
-        return self.host.queue_options(queue)
 
     def known_queues(self) -> list[str]:
         """Every queue the setting names (``QUEUES``, ``SCHEDULES``, ``EVENTS``), in that order."""

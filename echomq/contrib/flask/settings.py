@@ -48,7 +48,7 @@ KEYS = tuple(key.removeprefix("ECHOMQ_") for key in SETTINGS)
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(host.OnHost):
     """An app's EchoMQ configuration, checked: the shared keys (``host``) and ``ECHOMQ_EVENTS``."""
 
     host: HostSettings = field(default_factory=HostSettings)
@@ -57,18 +57,6 @@ class Settings:
     @property
     def connection(self) -> Any:
         return self.host.connection if self.host.connection is not None else self.host.url
-
-    @property
-    def prefix(self) -> str:
-        return self.host.prefix
-
-    @property
-    def queues(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.host.queues
-
-    @property
-    def schedules(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.host.schedules
 
 
 def problems(config: Mapping[str, Any]) -> list[Problem]:

@@ -104,6 +104,31 @@ class HostSettings:
         return list(dict.fromkeys([*self.queues, *(schedule.queue for schedule in self.declared())]))
 
 
+class OnHost:
+    """The shared keys of an integration's settings object, read from its ``host`` field."""
+
+    host: HostSettings
+
+    @property
+    def url(self) -> str | None:
+        return self.host.url
+
+    @property
+    def prefix(self) -> str:
+        return self.host.prefix
+
+    @property
+    def queues(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.host.queues
+
+    @property
+    def schedules(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.host.schedules
+
+    def queue_options(self, queue: str) -> dict[str, Any]:
+        return self.host.queue_options(queue)
+
+
 # -- checking -------------------------------------------------------------------------------------
 
 def problems(raw: Any, spell: Spelling, known: Sequence[str], *, only: Sequence[str] | None = None) -> list[Problem]:
