@@ -6,15 +6,19 @@ Readers are counted as Redis sees them: CLIENT LIST, by the reader's connection 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 
+import pytest
 import redis
 from flask import Flask
 from flask_app import EVENTS_SEEN, echomq
 
 from echomq import QueueKeys
+from echomq.contrib.host.readers import RETRY_AFTER_S
 
+from support.servers import free_port
 from support.worker_cli import wait_until
 
 
@@ -102,3 +106,17 @@ def test_a_request_a_flask_command_serves_starts_no_reader(flask_cli: Callable[.
     assert done.returncode == 0, done.stderr  # type: ignore[attr-defined]
     assert json.loads(done.stdout) == []  # type: ignore[attr-defined]
     assert readers_connected(url_connection, prefix) == 0
+
+
+def test_a_reader_that_cannot_start_at_a_request_is_logged_once_and_tried_again_later(
+        make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture) -> None:
+    app = make_app(ECHOMQ_URL=f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    client = app.test_client()
+    with caplog.at_level(logging.WARNING, logger="echomq.contrib.host.readers"):
+        for _ in range(3):
+            assert client.get("/ping").status_code == 200  # the requests go on
+    assert [r.getMessage() for r in caplog.records] == [
+        f"EchoMQ events readers could not start; trying again in {RETRY_AFTER_S:g} s"]  # not at every request
+    assert echomq.running_events(app) == {}
+    with app.app_context(), pytest.raises(redis.ConnectionError):
+        echomq.events("mail")  # asked for: raised
