@@ -76,6 +76,24 @@ def test_the_next_test_starts_from_an_empty_redis():
     the_night_of_the_spring_change()  # the same again: nothing of the test before is left
 
 
+def upsert_and_live_the_night():
+    """The same upsert on the same clock in two tests: on a server the tests shared, the first
+    test's finished iteration would hold the second's iteration id (SchedulerConflictError)."""
+    clock = FakeClock("2030-01-01T00:00:00+00:00")
+    JobScheduler(registry.connection(), "reports", prefix=registry.prefix, clock=clock).upsert(
+        "nightly-report", {"pattern": "0 2 * * *", "tz": "UTC"}, "build_report")
+    reports = Queue(registry.connection(), "reports", prefix=registry.prefix, clock=clock)
+    assert advance_time(clock, reports, registry.processors("reports"), days=1).outcomes() == ["completed"]
+
+
+def test_an_upsert_on_the_test_s_clock():
+    upsert_and_live_the_night()
+
+
+def test_the_same_upsert_in_the_next_test():
+    upsert_and_live_the_night()
+
+
 def test_a_job_enqueued_then_run():
     welcome.enqueue(to="ada@example.com")
     ran = run_until_idle(registry.queue("emails"), registry.processors("emails"))
@@ -106,7 +124,7 @@ def run_pytest(folder: Path, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_under_pytest_django_each_test_gets_a_fresh_fake_redis(tmp_path: Path) -> None:
     write_project(tmp_path, fake=True)
-    host_runs.suite_passes(run_pytest(tmp_path), "4 passed")
+    host_runs.suite_passes(run_pytest(tmp_path), "6 passed")
 
 
 @pytest.mark.real_only
@@ -114,4 +132,4 @@ def test_on_a_real_test_redis_what_each_test_wrote_is_deleted_and_nothing_else(t
                                                                                redis_url: str) -> None:
     write_project(tmp_path, fake=False)
     host_runs.leaves_only_a_stranger(redis_url, "djtm", lambda prefix: run_pytest(
-        tmp_path, PROJ_TEST_REDIS=redis_url, PROJ_PREFIX=prefix), "4 passed")
+        tmp_path, PROJ_TEST_REDIS=redis_url, PROJ_PREFIX=prefix), "6 passed")
