@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings as django_settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from echomq import JobScheduler
 
@@ -111,3 +112,18 @@ def test_the_command_as_an_operator_runs_it(shop_redis: redis.Redis, prefix: str
     assert first.stdout.splitlines()[:2] == ["created reports/nightly-report", "created orders/sweep-carts"]
     again = manage("echomq_schedules", "--prune", "-v", "0")
     assert (again.returncode, again.stdout) == (0, "")
+
+
+def test_an_ended_schedule_is_a_warning_at_start_up_and_refused_by_the_sync_writing_nothing(
+        settings: Any, shop_redis: redis.Redis, prefix: str) -> None:
+    sync()
+    JobScheduler(shop_redis, "orders", prefix=prefix).upsert("legacy-cleanup", {"every": 60000}, "cleanup")
+    declared(settings, **{"nightly-report": {"pattern": "30 3 * * *"},  # a change the sync would write first
+                          "promo": {"queue": "orders", "every": 60000, "end_date": 1_000_000}})
+    [warning] = checks.run_checks(tags=["echomq"])
+    assert (warning.id, warning.level) == ("echomq.W001", checks.WARNING)  # the project still starts
+    before = stored(shop_redis, prefix)
+    with pytest.raises(CommandError, match=r"echomq_schedules: schedule 'promo': end_date 1000000 is already in the "
+                                           r"past: remove it from the declaration"):
+        call_command("echomq_schedules", "--prune", stdout=StringIO())
+    assert stored(shop_redis, prefix) == before  # all or nothing: not even the update before it

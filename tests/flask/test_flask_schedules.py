@@ -3,9 +3,11 @@ alone, pruned), and ``--dry-run`` writing nothing; on a real Redis and on fakere
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis
 from flask import Flask
 
@@ -79,11 +81,18 @@ def test_a_schedule_whose_job_no_function_handles_is_synced_with_a_warning(
     assert JobScheduler(connection, "reports", prefix=prefix).get("cleanup") is not None
 
 
-def test_a_schedule_that_has_ended_is_refused_and_nothing_is_written(
-        make_app: Callable[..., Flask], connection: redis.Redis, prefix: str) -> None:
-    app = _app(make_app, connection, prefix, {"nightly": NIGHTLY,
-                                              "over": {"queue": "reports", "every": 1000, "end_date": 1000}})
-    code, output = _run(app)
+def test_a_schedule_that_has_ended_is_a_warning_at_init_app_and_refused_by_the_sync_writing_nothing(
+        make_app: Callable[..., Flask], connection: redis.Redis, prefix: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    _run(_app(make_app, connection, prefix, {"nightly": NIGHTLY, "tick": TICK}))
+    JobScheduler(connection, "reports", prefix=prefix).upsert("made-by-hand", {"every": 5000}, "build_report")
+    before = {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*")}
+    with caplog.at_level(logging.WARNING, logger="echomq.contrib.flask.settings"):
+        app = _app(make_app, connection, prefix, {"nightly": {**NIGHTLY, "pattern": "0 3 * * *"},  # an update
+                                                  "over": {"queue": "reports", "every": 1000, "end_date": 1000}})
+    assert "schedule 'over': end_date 1000 is already in the past" in caplog.text  # the app still starts
+    code, output = _run(app, "--prune")
     assert code == 1
-    assert "schedule 'over'" in output[-1] and "end_date" in output[-1]
-    assert list(connection.scan_iter(match=f"{prefix}:*")) == []
+    assert output[-1] == ("Error: schedule 'over': end_date 1000 is already in the past: remove it from the "
+                          "declaration (a sync cannot create a schedule with no run left)")
+    assert {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*")} == before
