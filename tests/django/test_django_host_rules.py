@@ -4,6 +4,8 @@ stops nothing), with the shared layer's message as Django spells the key."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,3 +41,13 @@ def test_what_the_host_layer_accepts_django_accepts(case: str, settings: Any) ->
     settings.ECHOMQ = ACCEPTED[case]
     assert checks.run_checks(tags=["echomq"]) == []
     conf.current()
+
+
+def test_the_guide_s_tables_list_every_key_and_check_id() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "django.md").read_text()
+    settings_table = page[page.index("## Settings"):page.index("## Checks")]
+    documented = re.findall(r"^\| `([A-Z_]+)` \|", settings_table, re.MULTILINE)
+    assert sorted(documented[:len(conf.KEYS)]) == sorted(conf.KEYS)
+    ids = set(re.findall(r"^\| `(echomq\.[EW]\d{3})`", page[page.index("## Checks"):], re.MULTILINE))
+    used = {case.id for case in CASES.values()}
+    assert used <= ids and {f"echomq.E{n:03}" for n in range(1, 14)} <= ids

@@ -6,6 +6,8 @@ warning is logged and stops nothing."""
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,3 +55,9 @@ def test_what_the_host_layer_accepts_flask_accepts(case: str) -> None:
     app = configured(ACCEPTED[case])
     EchoMQ().init_app(app)
     assert "echomq" in app.extensions
+
+
+def test_the_guide_s_table_lists_every_key_and_only_them() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "flask.md").read_text()
+    documented = re.findall(r"^\| `(ECHOMQ_[A-Z_]+)` \|", page, re.MULTILINE)
+    assert sorted(documented) == sorted(flask_settings.SETTINGS) and len(documented) == len(set(documented))
