@@ -14,7 +14,7 @@ import redis
 
 from echomq import InvalidQueueNameError, InvalidScheduleError, JobScheduler, Queue
 from echomq.contrib.schedules_sync import Change, parse_schedules, summary, sync_schedules
-from echomq.errors import InvalidInputError, InvalidJobOptionsError
+from echomq.errors import EchoMQError, InvalidInputError, InvalidJobOptionsError
 from echomq.testing import FakeClock, run_until_idle
 
 from support.snapshot import queue_snapshot
@@ -165,3 +165,34 @@ def test_the_lines_both_commands_print() -> None:
     assert summary(changes, 3) == "3 declared: 1 created, 1 updated, 1 unchanged; 1 removed"
     assert summary(changes, 3, dry_run=True) == (
         "3 declared: 1 to create, 1 to update, 1 unchanged; 1 to remove (dry run: nothing written)")
+
+
+def test_a_connection_lost_between_two_writes_says_what_was_made_and_a_second_run_finishes(
+        connection: redis.Redis, queue_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(START)
+    upsert = JobScheduler.upsert
+    calls: list[str] = []
+
+    def flaky(self: JobScheduler, scheduler_id: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(scheduler_id)
+        if len(calls) == 2:
+            raise redis.ConnectionError("Connection closed by server.")
+        return upsert(self, scheduler_id, *args, **kwargs)
+
+    monkeypatch.setattr(JobScheduler, "upsert", flaky)
+    with pytest.raises(EchoMQError, match=re.escape(
+            f"the sync stopped after 1 of 3 change(s) (created {queue_name}/nightly): Connection closed by server.; "
+            "run it again to finish it")) as stopped:
+        sync_schedules(connection, "emq", declared(queue_name), clock=clock)
+    assert isinstance(stopped.value.__cause__, redis.ConnectionError)
+    assert [r.id for r in JobScheduler(connection, queue_name).list(asc=True)] == ["nightly"]  # each change whole
+    monkeypatch.setattr(JobScheduler, "upsert", upsert)
+    assert sync_schedules(connection, "emq", declared(queue_name), clock=clock) == [
+        Change("create", queue_name, "tick"), Change("create", queue_name, "eager")]
+
+    def down(self: JobScheduler, *args: Any, **kwargs: Any) -> Any:
+        raise redis.ConnectionError("Connection refused.")
+
+    monkeypatch.setattr(JobScheduler, "upsert", down)
+    with pytest.raises(redis.ConnectionError, match="refused"):  # nothing made yet: Redis's own error, as it came
+        sync_schedules(connection, "emq", {"other": {"queue": queue_name, "every": 7000}}, clock=clock)

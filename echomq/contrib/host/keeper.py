@@ -171,9 +171,10 @@ class ScheduleKeeper(WorkerListener):
                     first = False
                     log.info("EchoMQ: process %d keeps the declared schedules of queue(s) %s (a check every %g s)",
                              os.getpid(), ", ".join(self._by_queue), self.interval_s)
-            except (redis.RedisError, OSError) as exc:
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 log.debug("EchoMQ schedule keeper: Redis did not answer (%s); trying again in %g s", exc, RETRY_S)
-                delay = RETRY_S
-            except EchoMQError as exc:
-                log.warning("EchoMQ schedule keeper: could not re-create the declared schedules: %s", exc)
+                delay = RETRY_S  # a restart, a failover: soon back
+            except (redis.RedisError, EchoMQError) as exc:  # OOM, READONLY, a refused upsert: said, tried later
+                log.warning("EchoMQ schedule keeper: could not check or re-create the declared schedules: %s; "
+                            "trying again in %g s", exc, self.interval_s)
                 delay = self.interval_s
