@@ -162,3 +162,30 @@ def test_a_private_redis_restarted_without_persistence_gets_its_schedules_back(
         worker.close(5)
         registry.close()
         client.close()
+
+
+def test_a_refusing_redis_is_a_warning_and_the_keeper_keeps_going(
+        connection: redis.Redis, queue_name: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    keeper = ScheduleKeeper(JobRegistry(connection), declared(queue_name), interval_s=0.05)
+    checks: list[str] = []
+    real_check = keeper.check
+
+    def refusing() -> list[Any]:
+        checks.append("check")
+        if len(checks) == 1:
+            raise redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+        if len(checks) == 2:
+            raise redis.ConnectionError("Connection refused.")  # retried within a second, quietly
+        return real_check()
+
+    monkeypatch.setattr(keeper, "check", refusing)
+    with caplog.at_level(logging.DEBUG, logger="echomq.contrib.host.keeper"):
+        keeper.start()
+        try:
+            assert wait_until(lambda: len(checks) >= 4, 10)
+        finally:
+            keeper.stop()
+    levels = [(r.levelname, r.getMessage().split(":")[1].strip()) for r in caplog.records]
+    assert levels[:2] == [("WARNING", "could not check or re-create the declared schedules"),
+                          ("DEBUG", "Redis did not answer (Connection refused.); trying again in 1 s")]
