@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import _legacy
 from ._version import __version__
 
 # name -> module that defines it. The one list of the public surface.
@@ -83,7 +82,6 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 - the one list is _EXPORTS
 
-_legacy.install()
 
 
 def __getattr__(name: str) -> Any:

@@ -48,6 +48,24 @@ LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: What a registry's ``connection`` may be: a URL, a client, or a zero-argument client factory.
 ConnectionSource = str | redis.Redis | RedisCluster | Callable[[], redis.Redis | RedisCluster] | None
 
+
+class ConnectionChoice:
+    """A registry's connection chosen when a process first connects, not when it is built.
+
+    ``choose()`` returns what ``JobRegistry(connection=...)`` takes (a URL, a client, a factory,
+    None), and the registry treats it as if it had been given that: a client stays the caller's,
+    what a URL or a factory makes is the registry's. The hosts use it so that their settings are
+    read at the first connection, and so that under test, known only then, the test connection
+    is used (``echomq.contrib.host``). After ``close()`` the next use chooses again."""
+
+    def __init__(self, choose: Callable[[], ConnectionSource]) -> None:
+        if not callable(choose):
+            raise InvalidInputError(f"ConnectionChoice({choose!r:.100}): give a function")
+        self.choose = choose
+
+    def __repr__(self) -> str:
+        return f"ConnectionChoice({self.choose!r:.100})"
+
 #: ``defer(fn)`` runs ``fn`` later (Django's ``transaction.on_commit``); what it returns is ignored.
 Defer = Callable[[Callable[[], object]], object]
 
@@ -120,11 +138,11 @@ class JobRegistry:
     ``defer`` and ``job_context`` are attributes, settable after construction (an extension's
     ``init_app``)."""
 
-    def __init__(self, connection: ConnectionSource = None, *, prefix: str = DEFAULT_PREFIX,
+    def __init__(self, connection: ConnectionSource | ConnectionChoice = None, *, prefix: str = DEFAULT_PREFIX,
                  defer: Defer | None = None, job_context: JobContext | None = None) -> None:
         if isinstance(connection, str):
             check_url(connection)  # a bad URL is refused here, by name, not at the first enqueue
-        elif connection is not None and not isinstance(connection, (redis.Redis, RedisCluster)) \
+        elif connection is not None and not isinstance(connection, (redis.Redis, RedisCluster, ConnectionChoice)) \
                 and not callable(connection):
             raise InvalidInputError(f"JobRegistry connection={connection!r:.100}: give a URL, a redis.Redis, "
                                     "a redis.cluster.RedisCluster, or a function returning one")
@@ -178,6 +196,10 @@ class JobRegistry:
         """The queues with a registered job, in the order of their first registration."""
         return tuple(self._jobs)
 
+    def job_names(self, queue: str) -> tuple[str, ...]:
+        """The job names registered for ``queue`` (none for a queue without a job)."""
+        return tuple(self._jobs.get(queue, ()))
+
     def _registered(self, queue: str) -> dict[str, RegisteredJob]:
         jobs = self._jobs.get(queue)
         if not jobs:
@@ -220,7 +242,7 @@ class JobRegistry:
         is in the process that gave it; a forked child gets a new client on its settings (a
         cluster client is used as is there too: redis-py's node pools reopen after a fork, and
         each component routes its own client from it)."""
-        source = self._source
+        source = self._source.choose() if isinstance(self._source, ConnectionChoice) else self._source
         if isinstance(source, RedisCluster):
             return source, False
         if isinstance(source, redis.Redis):

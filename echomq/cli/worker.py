@@ -132,10 +132,11 @@ class _Plan:
     url: str | None
     prefix: str
     worker_options: dict[str, Any]
+    listeners: tuple[WorkerListener, ...] = ()
 
     def workers(self, listeners: Sequence[WorkerListener]) -> list[Worker]:
         """This process's Workers (each connects on first use, in the process that runs it)."""
-        options: dict[str, Any] = {**self.worker_options, "listeners": list(listeners)}
+        options: dict[str, Any] = {**self.worker_options, "listeners": [*self.listeners, *listeners]}
         registry = self.registry
         if registry is not None:
             return [registry.worker(queue, **options) for queue in self.queues]
@@ -167,7 +168,8 @@ def load_object(spec: str, option: str) -> object:
     return target
 
 
-def _plan(args: argparse.Namespace, registry: JobRegistry | None) -> _Plan:
+def _plan(args: argparse.Namespace, registry: JobRegistry | None, listeners: Sequence[WorkerListener] = (),
+          name: str | None = None) -> _Plan:
     processor: Processor | None = None
     url: str | None = connection_url(args) if getattr(args, "redis", None) else None
     if registry is None and getattr(args, "app", None):
@@ -197,13 +199,15 @@ def _plan(args: argparse.Namespace, registry: JobRegistry | None) -> _Plan:
     elif not queues:
         raise UsageError("--processor needs at least one QUEUE")
     prefix = registry.prefix if registry is not None else getattr(args, "prefix", DEFAULT_PREFIX)
-    options = {"concurrency": args.concurrency, "lock_duration": args.lock_duration,
-               "stalled_interval": args.stalled_interval}
+    options: dict[str, Any] = {"concurrency": args.concurrency, "lock_duration": args.lock_duration,
+                               "stalled_interval": args.stalled_interval}
+    if name is not None:
+        options["name"] = name
     try:
         WorkerOptions(**options)  # refused here, in one line, not in each forked process
     except InvalidInputError as exc:
         raise UsageError(str(exc)) from None
-    return _Plan(queues, registry, processor, url, prefix, options)
+    return _Plan(queues, registry, processor, url, prefix, options, tuple(listeners))
 
 
 def _server(plan: _Plan, client: Any) -> str:
@@ -256,14 +260,16 @@ def _fail(line: str, status: int) -> int:
 
 
 def run_worker(args: argparse.Namespace, *, registry: JobRegistry | None = None,
-               child_setup: Callable[[], None] | None = None) -> int:
+               child_setup: Callable[[], None] | None = None, listeners: Sequence[WorkerListener] = (),
+               name: str | None = None) -> int:
     """Run the command (a supervisor when ``--processes`` > 1 or a child is to be recycled);
     return its exit status. ``child_setup`` runs in each worker process before it connects
-    (after the fork); ``registry`` replaces ``--app``."""
+    (after the fork); ``registry`` replaces ``--app``; ``listeners`` go to every Worker and
+    ``name`` names them (the framework integrations' ``LISTENERS`` and ``WORKER_NAME``)."""
     configure_logging("DEBUG" if getattr(args, "verbose", False) else args.log_level, args.log_format)
     supervised = args.processes > 1 or bool(args.max_jobs_per_child or args.max_memory_per_child)
     try:
-        plan = _plan(args, registry)
+        plan = _plan(args, registry, listeners, name)
         if child_setup is not None and not supervised:
             child_setup()
         where = _check_redis(plan, keep=not supervised)

@@ -7,7 +7,9 @@
 - :func:`eager`: jobs run as they are added (view tests).
 - :func:`record_events`: the events a queue's stream received, without a thread.
 - the pytest plugin (``echomq.testing.pytest_plugin``, registered automatically): fixtures
-  ``echomq_connection``, ``echomq_queue_name``, ``echomq_queue``, ``echomq_clock``.
+  ``echomq_connection``, ``echomq_queue_name``, ``echomq_queue``, ``echomq_clock``, and each
+  test on a Redis of its own (``isolation``: a fresh fakeredis for a Django or Flask project
+  under test, every queue a test wrote deleted on a real one).
 
 Like ``echomq`` itself, nothing is imported until a name is first used: the pytest plugin loads
 this package in every test session, and must cost nothing where it is not used.

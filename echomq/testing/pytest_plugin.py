@@ -1,8 +1,11 @@
 """The pytest plugin of echomq.testing, registered as the ``echomq`` pytest11 entry point.
 
-Inert unless used: it adds an option group and two markers, and fixtures that do nothing until a
-test asks for them. No autouse fixture, no hook that touches collection or other tests, and no
-import of redis, fakeredis or EchoMQ's subsystems until a fixture runs.
+Inert unless used: it adds an option group and two markers, fixtures that do nothing until a
+test asks for them, and one autouse fixture that costs a function call per test: the test's
+isolation (``isolation.begin_test`` / ``end_test``). A Django or Flask project under test
+(``echomq.contrib.host``) connects to a fresh fakeredis per test through it, or, on a real test
+Redis, has every queue the test wrote to deleted afterwards. No hook touches collection or other
+tests, and nothing imports redis, fakeredis or EchoMQ's subsystems until a fixture runs.
 
 Fixtures:
 
@@ -10,9 +13,11 @@ Fixtures:
   tests), or a real Redis when the test is marked ``@pytest.mark.echomq_real_redis`` or the run
   says ``--echomq-backend=real``. The real one is ``--echomq-redis-url`` /
   ``ECHOMQ_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``); unreachable, the test fails.
+  Afterwards every key of every queue a command of the test named (``<prefix>:{<queue>}:*``,
+  whatever the prefix) is deleted from it, and nothing else: nothing is ever flushed.
 * ``echomq_queue_name``: a queue name unique to the test; ``echomq_new_queue_name()`` makes
-  more. Afterwards the keys of those queues (``emq:{name}:*``), and only those, are deleted from
-  ``echomq_connection``: nothing is ever flushed.
+  more. Afterwards the keys of those queues (``emq:{name}:*``) are deleted from
+  ``echomq_connection``.
 * ``echomq_clock``: a ``FakeClock`` at 2030-01-01T00:00:00Z, or where
   ``@pytest.mark.echomq_clock("2027-03-28T00:00:00+01:00")`` says.
 * ``echomq_queue``: ``Queue(echomq_connection, echomq_queue_name, clock=echomq_clock)``.
@@ -75,14 +80,30 @@ def _redis_url(config: pytest.Config) -> str:
     return str(config.getoption("--echomq-redis-url") or os.environ.get("ECHOMQ_TEST_REDIS_URL") or DEFAULT_REDIS_URL)
 
 
+@pytest.fixture(autouse=True)
+def _echomq_isolation() -> Iterator[None]:
+    """Each test on a Redis of its own, for the projects under test (``isolation``)."""
+    from . import isolation
+
+    isolation.begin_test()
+    yield
+    isolation.end_test()
+
+
 @pytest.fixture
 def echomq_connection(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
     """fakeredis by default, a real Redis on request (see the module doc); closed afterwards."""
     import redis
 
+    from .isolation import QueueRecorder
+
+    recorder: QueueRecorder | None = None
     if _wants_real(request):
         url = _redis_url(request.config)
-        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        recorder = QueueRecorder()
+        settings = redis.Redis.from_url(url, socket_connect_timeout=2)
+        client = recorder.client(settings)  # a client with those settings whose commands are noted
+        settings.close()
         try:
             client.ping()
         except redis.RedisError as exc:
@@ -96,6 +117,8 @@ def echomq_connection(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
             pytest.fail(f"echomq_connection: {MISSING_FAKEREDIS}", pytrace=False)
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     yield client
+    if recorder is not None:
+        recorder.clean()
     client.close()
 
 

@@ -8,11 +8,13 @@ import pytest
 from django.db import connection, transaction
 from echoshop.models import Order
 
+from echomq.contrib.django import runtime
 from echomq.contrib.django.database import forget_inherited_connections, job_connections
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_job_closes_the_connection_it_opened_once_it_is_past_its_age() -> None:
+def test_a_job_closes_the_connection_it_opened_once_it_is_past_its_age(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "testing", lambda: False)  # as in a worker process
     with job_connections():
         Order.objects.create(email="ada@example.com")  # CONN_MAX_AGE = 0: one job's connection
         assert connection.connection is not None
@@ -21,7 +23,8 @@ def test_a_job_closes_the_connection_it_opened_once_it_is_past_its_age() -> None
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_connection_inside_a_transaction_is_left_open() -> None:
+def test_a_connection_inside_a_transaction_is_left_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "testing", lambda: False)
     with transaction.atomic():
         order = Order.objects.create(email="ada@example.com")
         with job_connections():  # a test running a job in its own thread, inside its transaction
@@ -54,3 +57,12 @@ def test_a_forked_worker_process_drops_the_connection_it_inherited() -> None:
     _, status = os.waitpid(child, 0)
     assert (os.WEXITSTATUS(status), report) == (0, "True True 1")
     assert connection.connection is inherited and Order.objects.count() == 1  # the parent's still works
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_the_test_runner_a_job_leaves_the_test_s_connections_alone() -> None:
+    Order.objects.create(email="ada@example.com")
+    opened = connection.connection
+    with job_connections():
+        pass
+    assert connection.connection is opened  # the runner's, as at a test client request's edges

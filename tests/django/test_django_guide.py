@@ -1,5 +1,6 @@
 """docs/django.md, followed as a newcomer follows it: from ``django-admin startproject`` to a
-running worker, a synced nightly schedule, a passing ``manage.py test`` and gunicorn.
+running worker, a synced nightly schedule, a passing ``manage.py test`` (and the same tests
+under pytest-django) and gunicorn.
 
 The page is read block by block, in order: each ``file=`` block is written where it says, each
 ``# mysite/settings.py, at the end`` block is appended to the settings startproject wrote, and
@@ -72,6 +73,8 @@ class Guide:
             argv = [sys.executable, "-m", "django", *words[1:]]
         elif words[0] == "gunicorn":
             argv = [sys.executable, "-m", "gunicorn", *words[1:], "--bind", f"127.0.0.1:{self.port}"]
+        elif words[0] == "pytest":
+            argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *words[1:]]
         else:
             assert words[:2] == ["python", "manage.py"], line
             argv = [sys.executable, *words[1:]]
@@ -157,6 +160,8 @@ def test_the_guide_from_an_empty_project_to_a_worker_a_schedule_and_a_passing_te
     outputs = guide.outputs
     assert "would create reports/nightly-report" in outputs["python manage.py echomq_schedules --dry-run"]
     assert "created reports/nightly-report" in outputs["python manage.py echomq_schedules"]
-    assert "0 change(s), 1 schedule(s) unchanged" in outputs["python manage.py echomq_schedules --prune"]
+    assert "1 declared: 0 created, 0 updated, 1 unchanged; 0 removed" in outputs[
+        "python manage.py echomq_schedules --prune"]
     assert "Ran 2 tests" in outputs["python manage.py test shop"]
+    assert "2 passed" in outputs["pytest shop/tests.py"]  # pytest-django: the same tests, each on a fresh fake
     assert "completed" in outputs["python manage.py echomq_worker --burst"]

@@ -6,15 +6,19 @@ Readers are counted as Redis sees them: CLIENT LIST, by the reader's connection 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 
+import pytest
 import redis
 from flask import Flask
 from flask_app import EVENTS_SEEN, echomq
 
 from echomq import QueueKeys
+from echomq.contrib.host.readers import RETRY_AFTER_S
 
+from support.servers import free_port
 from support.worker_cli import wait_until
 
 
@@ -25,7 +29,7 @@ def readers_connected(client: redis.Redis, prefix: str, queue: str = "mail") -> 
 
 def test_no_reader_starts_under_tests_unless_asked(make_app: Callable[..., Flask], server_url: str,
                                                    url_connection: redis.Redis, prefix: str) -> None:
-    app = make_app(ECHOMQ_URL=server_url, ECHOMQ_PREFIX=prefix, TESTING=True)
+    app = make_app(ECHOMQ_TEST_CONNECTION=server_url, ECHOMQ_PREFIX=prefix, TESTING=True)
     client = app.test_client()
     for _ in range(2):
         assert client.get("/ping").status_code == 200
@@ -80,7 +84,8 @@ def test_a_served_request_starts_one_reader_per_process(make_app: Callable[..., 
 
 def test_always_starts_under_tests_and_manual_only_when_asked(make_app: Callable[..., Flask], server_url: str,
                                                               url_connection: redis.Redis, prefix: str) -> None:
-    always = make_app(ECHOMQ_URL=server_url, ECHOMQ_PREFIX=prefix, TESTING=True, ECHOMQ_EVENTS="always")
+    always = make_app(ECHOMQ_TEST_CONNECTION=server_url, ECHOMQ_PREFIX=prefix, TESTING=True,
+                      ECHOMQ_EVENTS="always")
     always.test_client().get("/ping")
     assert list(echomq.running_events(always)) == ["mail"]
 
@@ -101,3 +106,17 @@ def test_a_request_a_flask_command_serves_starts_no_reader(flask_cli: Callable[.
     assert done.returncode == 0, done.stderr  # type: ignore[attr-defined]
     assert json.loads(done.stdout) == []  # type: ignore[attr-defined]
     assert readers_connected(url_connection, prefix) == 0
+
+
+def test_a_reader_that_cannot_start_at_a_request_is_logged_once_and_tried_again_later(
+        make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture) -> None:
+    app = make_app(ECHOMQ_URL=f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    client = app.test_client()
+    with caplog.at_level(logging.WARNING, logger="echomq.contrib.host.readers"):
+        for _ in range(3):
+            assert client.get("/ping").status_code == 200  # the requests go on
+    assert [r.getMessage() for r in caplog.records] == [
+        f"EchoMQ events readers could not start; trying again in {RETRY_AFTER_S:g} s"]  # not at every request
+    assert echomq.running_events(app) == {}
+    with app.app_context(), pytest.raises(redis.ConnectionError):
+        echomq.events("mail")  # asked for: raised

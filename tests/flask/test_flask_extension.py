@@ -100,7 +100,7 @@ def test_init_app_twice_and_a_job_declared_twice_are_refused(make_app: Callable[
     ({"ECHOMQ_SCHEDULES": {"nightly": {"queue": "reports", "every": 1000, "cron": "x"}}}, InvalidScheduleError,
      r"'nightly'.*unknown key\(s\) cron"),
     ({"ECHOMQ_EVENTS": "sometimes"}, InvalidInputError, r"ECHOMQ_EVENTS.*'auto', 'always', 'manual'"),
-    ({"ECHOMQ_QUEUE": {}}, InvalidInputError, r"'ECHOMQ_QUEUE'.*did you mean ECHOMQ_QUEUES"),
+    ({"ECHOMQ_QUEUE": {}}, InvalidInputError, r"unknown key 'ECHOMQ_QUEUE' \(did you mean 'ECHOMQ_QUEUES'\?\)"),
 ])
 def test_bad_configuration_is_refused_at_init_app_by_key(config: dict[str, Any], error: type[Exception],
                                                          message: str) -> None:

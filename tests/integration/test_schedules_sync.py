@@ -16,7 +16,7 @@ DECLARED = {
                "opts": {"backoff": 1000, "attempts": 2, "remove_on_complete": True}},
     "windowed": {"queue": "{q}", "pattern": "*/5 * * * *", "tz": "UTC", "start_date": "2030-01-01T00:00:00Z",
                  "end_date": "2031-01-01T00:00:00Z", "limit": 10},
-    "eager": {"queue": "{q}", "every": 1000, "immediately": True, "job": "ping", "data": {"hosts": [1, 2]}},
+    "eager": {"queue": "{q}", "every": 1000, "immediately": True, "name": "ping", "data": {"hosts": [1, 2]}},
 }
 
 

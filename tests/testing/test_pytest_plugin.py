@@ -1,5 +1,6 @@
 """The pytest plugin: registered by the package's entry point, inert unless its fixtures are
-used, fakeredis by default and a real Redis on request, cleaning up only its own keys.
+used, fakeredis by default and a real Redis on request, cleaning up every queue the test wrote
+to, the application's included, and nothing else.
 
 Each case runs pytest in a fresh process (pytester), as a user's suite would run it.
 """
@@ -45,7 +46,10 @@ def test_the_clock_marker_and_more_names(echomq_queue, echomq_clock, echomq_new_
 '''
 
 ON_REAL_REDIS = '''
+import os
+
 import pytest
+from echomq import JobScheduler, Queue, Worker
 
 
 @pytest.mark.echomq_real_redis
@@ -55,6 +59,12 @@ def test_real(echomq_connection, echomq_queue, request):
     assert echomq_connection.exists(echomq_queue.keys.job("1"))
     with open("NAME", "w") as out:
         out.write(echomq_queue.name)
+    # The application's own queue, under its own prefix, not made by echomq_queue_name.
+    app = Queue(echomq_connection, os.environ["APP_QUEUE"], prefix=os.environ["APP_PREFIX"])
+    app.add("welcome", {"to": "ada@example.com"})
+    JobScheduler(echomq_connection, app.name, prefix=app.prefix).upsert("tick", {"every": 60000})
+    with Worker(echomq_connection, app.name, lambda job: "done", prefix=app.prefix) as worker:
+        pass  # a Worker's own connections (copies of the fixture's) write too
 '''
 
 
@@ -65,7 +75,9 @@ import sys
 def test_untouched(request):
     assert not [name for name in request.fixturenames if name.startswith("echomq")]
     loaded = sorted(m for m in sys.modules if m.startswith("echomq."))
-    assert loaded == ["echomq._legacy", "echomq._version", "echomq.testing", "echomq.testing.pytest_plugin"], loaded
+    assert loaded == ["echomq._version", "echomq.testing", "echomq.testing.isolation",
+                      "echomq.testing.pytest_plugin"], loaded
+    assert "redis" not in sys.modules
     assert "fakeredis" not in sys.modules
 ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--trace-config")
@@ -86,22 +98,29 @@ def test_the_fixtures_on_fakeredis(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize("how", ["marker", "option"])
-def test_a_real_redis_on_request_and_only_its_own_keys_cleaned(pytester: pytest.Pytester, redis_url: str,
+def test_a_real_redis_on_request_and_every_queue_the_test_wrote_cleaned(pytester: pytest.Pytester, redis_url: str,
                                                                how: str) -> None:
     neighbour = redis.Redis.from_url(redis_url)
     stranger = f"emq:{{outsider-{uuid.uuid4().hex[:8]}}}:meta"
     neighbour.set(stranger, "not the test's")
+    app_prefix, app_queue = f"app{uuid.uuid4().hex[:8]}", "orders"
+    next_door = f"{app_prefix}:{{billing}}:meta"  # the application's other queue: the test never named it
+    neighbour.set(next_door, "kept")
     try:
         pytester.makepyfile(test_real=ON_REAL_REDIS if how == "marker" else ON_REAL_REDIS.replace(
             "@pytest.mark.echomq_real_redis\n", ""))
         args = ["-p", "no:cacheprovider", f"--echomq-redis-url={redis_url}"]
-        result = pytester.runpytest_subprocess(*args, *(["--echomq-backend=real"] if how == "option" else []))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("APP_PREFIX", app_prefix)
+            patch.setenv("APP_QUEUE", app_queue)
+            result = pytester.runpytest_subprocess(*args, *(["--echomq-backend=real"] if how == "option" else []))
         result.assert_outcomes(passed=1)
         name = (pytester.path / "NAME").read_text()
         assert list(neighbour.scan_iter(match=f"emq:{{{name}}}:*")) == []
+        assert sorted(key.decode() for key in neighbour.scan_iter(match=f"{app_prefix}:*")) == [next_door]
         assert neighbour.get(stranger) == b"not the test's"
     finally:
-        neighbour.delete(stranger)
+        neighbour.delete(stranger, next_door)
         neighbour.close()
 
 

@@ -39,5 +39,5 @@ def test_importing_the_package_and_its_plugin_loads_nothing_else() -> None:
     code = ("import sys, echomq.testing, echomq.testing.pytest_plugin\n"
             "print(sorted(m for m in sys.modules if m.startswith('echomq.')), 'redis' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    loaded = "['echomq._legacy', 'echomq._version', 'echomq.testing', 'echomq.testing.pytest_plugin']"
+    loaded = "['echomq._version', 'echomq.testing', 'echomq.testing.pytest_plugin']"
     assert out.strip() == f"{loaded} False"

@@ -26,15 +26,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("subsystems", ("echomq.queue", "echomq.schedule", "echomq.events", "echomq.worker")),
     ("composition", ("echomq.registry",)),
     ("hosts", ("echomq.cli", "echomq.contrib", "echomq.testing")),
-    ("surface", ("echomq", "echomq.__main__", "echomq._legacy")),
+    ("surface", ("echomq", "echomq.__main__")),
 )
 
 #: The only imports between two subsystems (a worker runs jobs and advances schedules) or two
-#: hosts: the command line serves an integration (``echomq metrics serve``), and the framework
-#: integrations' worker commands are ``echomq worker`` (``cli.worker``). Module cycles stay
-#: refused (test_no_import_cycles).
+#: hosts: the command line serves an integration (``echomq metrics serve``), the framework
+#: integrations' worker commands are ``echomq worker`` (``cli.worker``), and their test mode
+#: puts each test on a Redis of its own (``testing.isolation``). Module cycles stay refused
+#: (test_no_import_cycles).
 PEER_IMPORTS = {("echomq.worker", "echomq.queue"), ("echomq.worker", "echomq.schedule"),
-                ("echomq.cli", "echomq.contrib"), ("echomq.contrib", "echomq.cli")}
+                ("echomq.cli", "echomq.contrib"), ("echomq.contrib", "echomq.cli"),
+                ("echomq.contrib", "echomq.testing")}
 
 MAX_MODULE_LINES = 400
 

@@ -1,5 +1,5 @@
 """The public surface: one list of exports, typed imports in step with it, every name a user
-meets importable from ``echomq``, and the first landing's module paths still answering."""
+meets importable from ``echomq``, and nothing answering for the first layout's flat module paths."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ import ast
 import importlib
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
 import echomq
-from echomq._legacy import LEGACY_PATHS
 
 INIT = Path(echomq.__file__)
 
@@ -70,35 +68,13 @@ def test_importing_echomq_loads_no_subsystem() -> None:
             "loaded = sorted(m for m in sys.modules if m.startswith('echomq.'))\n"
             "print(loaded, threading.active_count())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['echomq._legacy', 'echomq._version'] 1"
+    assert out.strip() == "['echomq._version'] 1"
 
 
-@pytest.mark.parametrize(("old", "name"), [
-    ("echomq.scheduler", "JobScheduler"), ("echomq.repeat", "calculate_next_millis"),
-    ("echomq.queue_events", "QueueEvents"), ("echomq.queue_events", "Handler"), ("echomq.job", "Job"),
-    ("echomq.keys", "QueueKeys"), ("echomq.scheduler", "SchedulerRecord"),
-])
-def test_old_module_paths_still_give_the_public_names(old: str, name: str) -> None:
+@pytest.mark.parametrize("old", ["echomq.scheduler", "echomq.repeat", "echomq.queue_events", "echomq.job",
+                                 "echomq.keys", "echomq.options", "echomq.maintenance"])
+def test_the_first_layouts_flat_module_paths_are_gone(old: str) -> None:
     sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated"):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(echomq, name)
-
-
-def test_every_old_path_answers_and_documented_ones_keep_their_names() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for old, new in LEGACY_PATHS.items():
-            sys.modules.pop(old, None)
-            assert importlib.import_module(old) is importlib.import_module(new), old
-        from echomq.maintenance import Maintenance
-        from echomq.options import decode_job_options, encode_job_options
-
-    assert Maintenance.run_once and encode_job_options({"delay": 5}) == {"delay": 5}
-    assert decode_job_options({"kl": 3}) == {"keep_logs": 3}
-
-
-def test_a_real_module_is_never_shadowed_by_an_old_path() -> None:
-    for old in LEGACY_PATHS:
-        _parent, _, leaf = old.rpartition(".")
-        assert not (INIT.parent / f"{leaf}.py").exists() and not (INIT.parent / leaf / "__init__.py").exists(), old
+    with pytest.raises(ModuleNotFoundError, match=f"No module named '{old}'"):
+        importlib.import_module(old)
+    assert not any(type(finder).__module__.startswith("echomq") for finder in sys.meta_path)

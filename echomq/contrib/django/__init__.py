@@ -6,8 +6,10 @@
   first use; every installed app's ``jobs.py`` is imported then), and the job it returns has
   ``enqueue_on_commit(**data)`` for views: added once the transaction commits, never if it
   rolls back;
-- ``manage.py echomq_worker`` (the options of ``echomq worker``) and ``manage.py
-  echomq_schedules`` (sync the declared schedules);
+- ``manage.py echomq_worker`` (the options of ``echomq worker``; ``LISTENERS`` and
+  ``WORKER_NAME`` from the setting; lost declared schedules re-created) and ``manage.py
+  echomq_schedules`` (sync the declared schedules); ``sync_schedules(clock=...)`` does the
+  same in a test;
 - ``queue_events(queue)``, ``start_events()``, ``close_events()``: one events reader per
   process per queue, never under the test runner or in a management command unless allowed.
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["close_events", "get_registry", "job", "queue_events", "registry", "start_events"]
+__all__ = ["close_events", "get_registry", "job", "queue_events", "registry", "start_events", "sync_schedules"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,7 +29,7 @@ def __getattr__(name: str) -> Any:
         from .registration import get_registry
 
         return get_registry()
-    if name in ("job", "get_registry"):
+    if name in ("job", "get_registry", "sync_schedules"):
         from . import registration
 
         value = getattr(registration, name)
@@ -48,6 +50,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ...registry import JobRegistry
     from .events import close_events, queue_events, start_events
-    from .registration import get_registry, job
+    from .registration import get_registry, job, sync_schedules
 
     registry: JobRegistry

@@ -2,8 +2,11 @@
 
 Nothing happens at import: the registry is made the first time something asks for it (a
 ``@job`` decoration in a ``jobs.py``, ``get_registry()``, the worker command), from the setting
-as it is then: its ``PREFIX``, ``DEFAULT_QUEUE`` and ``QUEUES`` (``URL`` or ``CONNECTION`` are
-read when it first connects, once per process). Once Django's app registry is ready, the first
+as it is then: its ``PREFIX``, ``DEFAULT_QUEUE`` and ``QUEUES`` (``URL``, ``CONNECTION`` and
+``TEST_CONNECTION`` are read when it first connects, once per process: under the test runner
+it connects to ``TEST_CONNECTION``, a fresh fakeredis per pytest test by default). It is the
+host layer's ``Project`` (``echomq.contrib.host.project``), which also syncs the declared
+schedules and runs the worker command. Once Django's app registry is ready, the first
 use also imports the ``jobs`` module of every installed app (``autodiscover_modules("jobs")``),
 so the worker knows every job without a list to keep, and a view that enqueues one app's job
 never misses another's.
@@ -23,8 +26,11 @@ from django.apps import apps  # type: ignore[import-untyped]
 from django.db import transaction  # type: ignore[import-untyped]
 from django.utils.module_loading import autodiscover_modules  # type: ignore[import-untyped]
 
+from ...clock import system_clock
 from ...registry import JobRegistry, RegisteredJob
-from . import conf
+from ...types import Clock
+from ..host.project import Project, SyncReport
+from . import conf, runtime
 from .database import job_connections
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,17 +44,18 @@ class _Project:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()  # re-entered: discovering imports jobs.py, whose @job asks for the registry
-        self.registry: JobRegistry | None = None
+        self.project: Project | None = None
         self.discovered = False
         self.discovering = False
 
-    def built(self) -> JobRegistry:
+    def built(self) -> Project:
         with self.lock:
-            if self.registry is None:
+            if self.project is None:
                 settings = conf.current(conf.REGISTRATION_KEYS)
-                self.registry = JobRegistry(conf.connect, prefix=settings.prefix, defer=transaction.on_commit,
-                                            job_context=job_connections)
-            return self.registry
+                self.project = Project(lambda: conf.current(conf.CONNECTION_KEYS).host, prefix=settings.prefix,
+                                       under_test=runtime.testing, defer=transaction.on_commit,
+                                       job_context=job_connections)
+            return self.project
 
     def discover(self) -> None:
         if not apps.ready:  # a jobs.py imported while apps load (from a models.py): discover later
@@ -67,13 +74,28 @@ class _Project:
 _project = _Project()
 
 
-def get_registry() -> JobRegistry:
-    """The project's registry: built on first call, its apps' ``jobs`` modules imported as soon
-    as the app registry is ready. An error in a ``jobs.py`` propagates; the next call retries."""
-    registry = _project.registry or _project.built()
+def get_project() -> Project:
+    """The project's registry and commands: built on first call, its apps' ``jobs`` modules
+    imported as soon as the app registry is ready. An error in a ``jobs.py`` propagates; the
+    next call retries."""
+    project = _project.project or _project.built()
     if not _project.discovered:
         _project.discover()
-    return registry
+    return project
+
+
+def get_registry() -> JobRegistry:
+    """The project's registry (see :func:`get_project`)."""
+    return get_project().registry
+
+
+def sync_schedules(*, prune: bool = False, dry_run: bool = False, clock: Clock | None = None) -> SyncReport:
+    """What ``manage.py echomq_schedules`` does, in the caller's process, on ``clock`` (default:
+    the system's): a test on a ``FakeClock`` syncs the declared schedules at the test's time
+    (docs/testing.md)."""
+    settings = conf.current()
+    return get_project().sync_schedules(settings.host, prune=prune, dry_run=dry_run, clock=clock or system_clock,
+                                        queues=list(settings.events.queues))
 
 
 @overload

@@ -34,6 +34,12 @@ def under_test_runner() -> bool:
     return "pytest" in sys.modules and "PYTEST_CURRENT_TEST" in os.environ
 
 
+def testing() -> bool:
+    """True under ``manage.py test``, pytest-django or a pytest test of this process: the
+    registry then connects to ``ECHOMQ["TEST_CONNECTION"]`` (docs/django.md, "Tests")."""
+    return under_test_runner() or management_command() == "test"
+
+
 def management_command() -> str | None:
     """The name of the management command this process runs, None when it runs none."""
     if len(sys.argv) < 2:
@@ -60,8 +66,7 @@ def start_refusal(*, in_commands: bool, in_tests: bool) -> str | None:
     request to serve and would only add a second reader.
     """
     command = management_command()
-    testing = command == "test" or under_test_runner()
-    if testing:
+    if command == "test" or under_test_runner():
         return None if in_tests else "under the test runner (ECHOMQ['EVENTS']['IN_TESTS'] allows it)"
     if command == SERVING_COMMAND:
         return "in runserver's autoreloader process (its child serves)" if is_reloader_parent() else None

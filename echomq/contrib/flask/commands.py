@@ -2,10 +2,12 @@
 ``init_app`` adds to an app's CLI.
 
 ``worker`` is ``echomq worker`` (echomq/cli/worker.py) with the app supplying the registry, the
-connection and the prefix: its arguments go through untouched to the same argparse parser, so
-the two commands take the same options and print the same help. ``schedules`` syncs the app's
-``ECHOMQ_SCHEDULES`` into Redis (``schedules_sync``). Both run inside the app context the
-``flask`` command pushes.
+connection, the prefix, ``ECHOMQ_LISTENERS`` and ``ECHOMQ_WORKER_NAME``: its arguments go through
+untouched to the same argparse parser, so the two commands take the same options and print the
+same help; each worker process re-creates the declared schedules Redis lost. ``schedules``
+syncs the app's ``ECHOMQ_SCHEDULES`` into Redis. Both are the host layer's
+(``echomq.contrib.host.project``), as Django's commands are, and print the same lines. Both run
+inside the app context the ``flask`` command pushes.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import flask
 import redis
 from flask.cli import AppGroup
 
-from ...cli.worker import add_worker_arguments, run_worker
-from ...errors import InvalidInputError
-from ..schedules_sync import Change, sync_schedules
+from ...cli.worker import add_worker_arguments
+from ...errors import EchoMQError
+from ..host.project import failure_message
 from .state import AppState
 
 
@@ -41,9 +43,11 @@ def echomq_command_group(state_of: Callable[[flask.Flask | None], AppState]) -> 
                         "--burst, until the queues are idle). Each job runs inside the app's context.")
         add_worker_arguments(parser, app_option=False)
         args = parser.parse_args(list(arguments))
-        # No child_setup: a forked worker process inherits this command's app context, the
-        # registry gives it a client of its own, and each job runs in an app context of its own.
-        raise SystemExit(run_worker(args, registry=state_of(None).registry))
+        # No child_setup of Flask's own: a forked worker process inherits this command's app
+        # context, the registry gives it a client of its own, and each job runs in an app context
+        # of its own.
+        state = state_of(None)
+        raise SystemExit(state.project.run_worker(args, state.settings.host))
 
     @group.command("schedules")
     @click.option("--prune", is_flag=True, help="Also remove the schedulers that ECHOMQ_SCHEDULES does not "
@@ -51,38 +55,15 @@ def echomq_command_group(state_of: Callable[[flask.Flask | None], AppState]) -> 
     @click.option("--dry-run", is_flag=True, help="Print the differences; change nothing.")
     def schedules(prune: bool, dry_run: bool) -> None:
         """Sync ECHOMQ_SCHEDULES into Redis: create the missing schedulers, update those that
-        differ, leave the others (and their next run) alone."""
+        differ, leave the others (and their next run) alone. A refused sync writes nothing."""
         state = state_of(None)
-        declared = state.settings.schedules
-        for warning in _unhandled(state):
-            click.echo(f"warning: {warning}", err=True)
         try:
-            changes = sync_schedules(state.registry.connection(), state.settings.prefix, declared, prune=prune,
-                                     dry_run=dry_run, queues=(*state.registry.queues, *state.settings.queues))
-        except InvalidInputError as exc:
-            raise click.ClickException(str(exc)) from None
-        except (redis.RedisError, OSError) as exc:
-            raise click.ClickException(f"Redis: {exc}") from None
-        for change in changes:
-            click.echo(("would " if dry_run else "") + str(change))
-        click.echo(_summary(changes, len(declared), dry_run))
+            report = state.project.sync_schedules(state.settings.host, prune=prune, dry_run=dry_run)
+        except (EchoMQError, redis.RedisError, OSError) as exc:
+            raise click.ClickException(failure_message(exc)) from None
+        for warning in report.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        for line in report.lines():
+            click.echo(line)
 
     return group
-
-
-def _unhandled(state: AppState) -> list[str]:
-    """Declared schedules whose job no registered function of the app handles (a worker of
-    another runtime may; EchoMQ's would fail them by name)."""
-    return [f"schedule {sid!r}: no job {entry.get('job', sid)!r} is registered for queue {entry['queue']!r}"
-            for sid, entry in state.settings.schedules.items()
-            if (entry["queue"], entry.get("job", sid)) not in state.jobs]
-
-
-def _summary(changes: list[Change], declared: int, dry_run: bool) -> str:
-    counts = {action: sum(change.action == action for change in changes) for action in ("create", "update", "remove")}
-    unchanged = declared - counts["create"] - counts["update"]
-    text = (f"{declared} declared: {counts['create']} to create, {counts['update']} to update, {unchanged} "
-            f"unchanged; {counts['remove']} to remove" if dry_run else
-            f"{declared} declared: {counts['create']} created, {counts['update']} updated, {unchanged} "
-            f"unchanged; {counts['remove']} removed")
-    return text + (" (dry run: nothing written)" if dry_run else "")

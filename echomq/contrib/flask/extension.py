@@ -19,16 +19,18 @@ from typing import Any, TypeVar
 
 import click
 import flask
-import redis
 
-from ...errors import EchoMQError, InvalidInputError, InvalidJobOptionsError
+from ...clock import system_clock
+from ...errors import InvalidInputError, InvalidJobOptionsError
 from ...events.queue_events import QueueEvents
 from ...protocol.keys import validate_queue_name
 from ...protocol.options import encode_job_options, validate_job_name
 from ...queue.job import Job
 from ...queue.queue import Queue
 from ...registry import JobRegistry, RegisteredJob
-from ...types import JobOptions, Subscriber
+from ...types import Clock, JobOptions, Subscriber
+from ..host.project import Project, SyncReport
+from ..host.readers import ProcessReaders
 from .commands import echomq_command_group
 from .settings import read_settings
 from .state import EXTENSION_KEY, AppState, DeclaredJob
@@ -94,8 +96,10 @@ class EchoMQ:
         if EXTENSION_KEY in app.extensions:
             raise InvalidInputError(f"app {app.name!r} is already initialised with EchoMQ")
         settings = read_settings(app.config)
-        state = AppState(app, settings, JobRegistry(settings.connection, prefix=settings.prefix,
-                                                    job_context=app.app_context))
+        project = Project(lambda: settings.host, prefix=settings.prefix, under_test=lambda: bool(app.testing),
+                          job_context=app.app_context)
+        state = AppState(app, settings, project, ProcessReaders(lambda queue: self._make_reader(project, queue)))
+        project.on_test_end.append(state.readers.close)
         for declared in self._declared.values():
             state.register(declared)
         app.extensions[EXTENSION_KEY] = state
@@ -182,12 +186,11 @@ class EchoMQ:
         """This process's reader of ``queue`` for the current app, started now if it does not run
         (whatever ``ECHOMQ_EVENTS`` says: asking is starting). Raises what
         ``QueueEvents.start()`` raises when Redis cannot be reached; the next call tries again."""
-        return self._reader(self.state(), queue)
+        return self.state().readers.get(validate_queue_name(queue))
 
     def start_events(self) -> list[QueueEvents]:
         """Start this process's readers of every queue with a subscriber, for the current app."""
-        state = self.state()
-        return [self._reader(state, queue) for queue in self._subscribers]
+        return self.state().readers.start(self._subscribers)
 
     def running_events(self, app: flask.Flask | None = None) -> dict[str, QueueEvents]:
         """The readers running in this process for ``app`` (default: ``current_app``), by queue."""
@@ -197,29 +200,30 @@ class EchoMQ:
         """Close this process's readers for ``app`` (default: ``current_app``)."""
         self.state(app).readers.close(timeout)
 
-    def _reader(self, state: AppState, queue: str) -> QueueEvents:
-        def make() -> QueueEvents:
-            reader = QueueEvents(state.registry.connection(), queue, prefix=state.settings.prefix)
-            for subscriber in self._subscribers.get(queue, ()):
-                reader.subscribe(subscriber)
-            return reader
+    def sync_schedules(self, app: flask.Flask | None = None, *, prune: bool = False, dry_run: bool = False,
+                       clock: Clock | None = None) -> SyncReport:
+        """What ``flask echomq schedules`` does, for ``app`` (default: ``current_app``), on
+        ``clock`` (default: the system's): a test on a ``FakeClock`` syncs the declared
+        schedules at the test's time."""
+        state = self.state(app)
+        return state.project.sync_schedules(state.settings.host, prune=prune, dry_run=dry_run,
+                                            clock=clock or system_clock)
 
-        return state.readers.get(validate_queue_name(queue), make)
+    def _make_reader(self, project: Project, queue: str) -> QueueEvents:
+        reader = QueueEvents(project.registry.connection(), queue, prefix=project.registry.prefix)
+        for subscriber in self._subscribers.get(queue, ()):
+            reader.subscribe(subscriber)
+        return reader
 
     def _start_readers_on_request(self, state: AppState) -> None:
         """``before_request``: start the readers the first time a process serves a request,
-        unless ``ECHOMQ_EVENTS`` is ``auto`` and the app is under test or inside a command."""
-        queues = [queue for queue in self._subscribers if queue not in state.readers.running()]
-        if not queues:
+        unless ``ECHOMQ_EVENTS`` is ``auto`` and the app is under test or inside a command. A
+        start that fails is logged and tried again later (``host.readers.RETRY_AFTER_S``)."""
+        if not self._subscribers:
             return
         if state.settings.events == "auto" and (state.app.testing or _inside_a_command()):
             return
-        for queue in queues:
-            try:
-                self._reader(state, queue)
-            except (redis.RedisError, OSError, EchoMQError):
-                # The request goes on without live events; the next request tries again.
-                log.warning("could not start the QueueEvents reader of queue %s", queue, exc_info=True)
+        state.readers.start_on_request(self._subscribers)
 
 
 def _inside_a_command() -> bool:

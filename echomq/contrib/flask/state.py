@@ -12,7 +12,8 @@ import flask
 from ...errors import InvalidJobOptionsError
 from ...protocol.options import encode_job_options
 from ...registry import JobRegistry, RegisteredJob
-from .readers import ProcessReaders
+from ..host.project import Project
+from ..host.readers import ProcessReaders
 from .settings import Settings
 
 #: The key of an app's state in ``app.extensions``.
@@ -31,13 +32,18 @@ class DeclaredJob:
 
 @dataclass(eq=False)
 class AppState:
-    """What ``init_app`` gave one app: its settings, its registry, its readers."""
+    """What ``init_app`` gave one app: its settings, its project (the registry and what the
+    commands do with it), its readers."""
 
     app: flask.Flask
     settings: Settings
-    registry: JobRegistry
-    readers: ProcessReaders = field(default_factory=ProcessReaders)
+    project: Project
+    readers: ProcessReaders
     jobs: dict[tuple[str, str], RegisteredJob] = field(default_factory=dict)
+
+    @property
+    def registry(self) -> JobRegistry:
+        return self.project.registry
 
     def options_for(self, declared: DeclaredJob) -> dict[str, Any]:
         """The job's options in this app: its declared ones over the app's queue defaults,

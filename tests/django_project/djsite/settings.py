@@ -7,7 +7,9 @@ workers it starts as subprocesses (runserver, gunicorn, ``manage.py echomq_worke
 - ``SHOP_ECHOMQ_PREFIX``: a key prefix of the test session's own (keys and reader names);
 - ``SHOP_DB``: the sqlite file; ``SHOP_TEST_DB``: the one pytest-django creates for tests;
 - ``SHOP_EVENTS_IN_COMMANDS`` / ``SHOP_EVENTS_IN_TESTS``: ``ECHOMQ["EVENTS"]`` permissions;
-- ``SHOP_REPORT_PATTERN``: the cron pattern of the nightly report (a changed declaration).
+- ``SHOP_REPORT_PATTERN``: the cron pattern of the nightly report (a changed declaration);
+- ``SHOP_LISTENERS`` (comma-separated ``MODULE:OBJECT``), ``SHOP_WORKER_NAME``,
+  ``SHOP_SCHEDULES_CHECK_INTERVAL``: what the worker command takes from the setting.
 """
 
 import os
@@ -46,6 +48,9 @@ def _flag(name: str) -> bool:
 
 ECHOMQ = {
     "CONNECTION": "djsite.redis_client.make_client",
+    # The suite's tests run on the Redis each test names (real, then fakeredis over TCP), not on
+    # the in-memory fake a project's tests get by default.
+    "TEST_CONNECTION": "djsite.redis_client.make_client",
     "PREFIX": os.environ.get("SHOP_ECHOMQ_PREFIX", "emq"),
     "DEFAULT_QUEUE": "orders",
     "QUEUES": {
@@ -58,6 +63,9 @@ ECHOMQ = {
         "sweep-carts": {"queue": "orders", "every": 15 * 60 * 1000, "name": "sweep_carts",
                         "opts": {"attempts": 2}},
     },
+    "LISTENERS": [spec for spec in os.environ.get("SHOP_LISTENERS", "").split(",") if spec],
+    "WORKER_NAME": os.environ.get("SHOP_WORKER_NAME"),
+    "SCHEDULES_CHECK_INTERVAL": float(os.environ.get("SHOP_SCHEDULES_CHECK_INTERVAL", "30")),
     "EVENTS": {
         "QUEUES": {"orders": ["echoshop.events.remember"]},
         "IN_COMMANDS": _flag("SHOP_EVENTS_IN_COMMANDS"),

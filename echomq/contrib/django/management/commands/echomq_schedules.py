@@ -1,11 +1,13 @@
 """``manage.py echomq_schedules``: make Redis hold the schedules ``ECHOMQ["SCHEDULES"]`` declares.
 
-One line per change: a declared scheduler that is missing is created, one whose stored record
-differs is upserted (the fields that differ are named), one that matches is left untouched, so
-its pending iteration keeps its slot and a second run changes nothing. ``--prune`` also removes
-the schedulers nothing declares in the declared queues (every queue the setting or a registered
-job names); ``--dry-run`` prints the same lines and writes nothing. The comparison and the
-writes are ``echomq.contrib.schedules_sync``'s.
+The host layer's sync (``echomq.contrib.host.project``), with the output both frameworks print:
+one line per change (``created reports/nightly-report``, ``updated reports/nightly-report:
+pattern, tz``), then the sum (``2 declared: 1 created, 1 updated, 0 unchanged; 0 removed``). A
+declared scheduler that is missing is created, one whose stored record differs is upserted, one
+that matches is left untouched, so its pending iteration keeps its slot and a second run changes
+nothing. ``--prune`` also removes the schedulers nothing declares in the project's queues (every
+queue the setting or a registered job names); ``--dry-run`` prints the same lines and writes
+nothing. All or nothing: a refused sync writes nothing. ``-v 0`` prints nothing but errors.
 """
 
 from __future__ import annotations
@@ -17,12 +19,8 @@ import redis
 from django.core.management.base import BaseCommand, CommandError  # type: ignore[import-untyped]
 
 from .....errors import EchoMQError
-from ....schedules_sync import Change, sync_schedules
-from ... import conf
-from ...registration import get_registry
-
-_DONE = {"create": "created", "update": "updated", "remove": "removed"}
-_PLANNED = {"create": "would create", "update": "would update", "remove": "would remove"}
+from ....host.project import failure_message
+from ...registration import sync_schedules
 
 
 class Command(BaseCommand):  # type: ignore[misc]
@@ -30,29 +28,16 @@ class Command(BaseCommand):  # type: ignore[misc]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--prune", action="store_true",
-                            help="also remove the schedulers of the declared queues that are not declared")
+                            help="also remove the schedulers of the project's queues that are not declared")
         parser.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        settings = conf.current()
-        registry = get_registry()
-        dry_run = options["dry_run"]
         try:
-            changes = sync_schedules(registry.connection(), registry.prefix, settings.declared_schedules(),
-                                     prune=options["prune"], dry_run=dry_run,
-                                     queues=[*settings.known_queues(), *registry.queues])
-        except (EchoMQError, redis.RedisError) as exc:
-            raise CommandError(f"echomq_schedules: {exc}") from exc
-        for change in changes:
-            self.stdout.write(describe(change, dry_run=dry_run))
-        unchanged = len(settings.schedules) - sum(change.action != "remove" for change in changes)
+            report = sync_schedules(prune=options["prune"], dry_run=options["dry_run"])
+        except (EchoMQError, redis.RedisError, OSError) as exc:
+            raise CommandError(f"echomq_schedules: {failure_message(exc)}") from exc
         if options["verbosity"] >= 1:
-            self.stdout.write(f"{len(changes)} change(s){' planned' if dry_run else ''}, "
-                              f"{unchanged} schedule(s) unchanged")
-
-
-def describe(change: Change, *, dry_run: bool) -> str:
-    """``updated reports/nightly-report: pattern, tz`` (``would update ...`` in a dry run)."""
-    verb = (_PLANNED if dry_run else _DONE)[change.action]
-    line = f"{verb} {change.queue}/{change.scheduler_id}"
-    return f"{line}: {', '.join(change.fields)}" if change.fields else line
+            for warning in report.warnings:
+                self.stderr.write(f"warning: {warning}")
+            for line in report.lines():
+                self.stdout.write(line)

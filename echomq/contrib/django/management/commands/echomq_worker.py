@@ -2,8 +2,10 @@
 
 The options are the command's own (``add_worker_arguments``) less ``--app``, ``--processor``,
 ``--redis`` and ``--prefix``: the registry, its connection and prefix come from ``ECHOMQ``, and
-its jobs from every installed app's ``jobs.py``. With no QUEUE, every queue with a job. Each
-worker process forked under ``--processes`` first drops the database connections it inherited.
+its jobs from every installed app's ``jobs.py``, its listeners and name from ``LISTENERS`` and
+``WORKER_NAME``. With no QUEUE, every queue with a job. Each worker process forked under
+``--processes`` first drops the database connections it inherited, and re-creates the declared
+schedules Redis lost (``echomq.contrib.host.keeper``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand  # type: ignore[import-untyped]
 
-from .....cli.worker import add_worker_arguments, run_worker
+from .....cli.worker import add_worker_arguments
+from ... import conf
 from ...database import forget_inherited_connections
-from ...registration import get_registry
+from ...registration import get_project
 
 
 class Command(BaseCommand):  # type: ignore[misc]
@@ -26,7 +29,7 @@ class Command(BaseCommand):  # type: ignore[misc]
         add_worker_arguments(parser, app_option=False)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        status = run_worker(argparse.Namespace(**options), registry=get_registry(),
-                            child_setup=forget_inherited_connections)
+        status = get_project().run_worker(argparse.Namespace(**options), conf.current().host,
+                                          child_setup=forget_inherited_connections)
         if status:
             sys.exit(status)
