@@ -11,7 +11,9 @@ second of a Worker of its process reporting a Redis error (a restart drops every
 one pipelined round trip per declared queue reads the queue's job id counter (``id``) and
 whether each declared scheduler is in the queue's ``repeat`` set. A scheduler is re-created
 only when it is missing *and the queue's data was lost with it*: the counter this process saw
-is gone, or lower than it was (it only ever grows, and every scheduler iteration adds one).
+is gone, or lower than it was (it only ever grows, and every scheduler iteration adds one), or
+a producer found it gone back and moved it past its own ids, which it records in meta ``idGap``
+(docs/protocol.md §1.4) with the value the counter had gone back to.
 That tells a lost schedule from one an operator removed by hand (``echomq schedulers remove``:
 the counter stays) and from one never synced (no counter was ever seen): both are left to the
 schedule command, and said once in the log (INFO). A schedule that ran out (``limit``,
@@ -37,6 +39,7 @@ import redis
 
 from ...clock import system_clock
 from ...errors import EchoMQError
+from ...protocol.codec import text
 from ...protocol.keys import QueueKeys
 from ...registry import JobRegistry
 from ...transport.connection import PidGuard, queue_client
@@ -48,6 +51,13 @@ log = logging.getLogger(__name__)
 
 #: How soon the keeper checks again after a Worker's Redis error or a failed check, in seconds.
 RETRY_S = 1.0
+
+
+def _gap_start(gap: str) -> int | None:
+    """The value meta ``idGap`` says the counter had gone back to (``"<back to>:<moved to>"``),
+    None when it is not in that shape (written by something else: taken as gone)."""
+    start = gap.partition(":")[0]
+    return int(start) if start.isdigit() else None
 
 
 class ScheduleKeeper(WorkerListener):
@@ -67,6 +77,7 @@ class ScheduleKeeper(WorkerListener):
         for schedule in parse_schedules(self._raw, warn=False):
             self._by_queue.setdefault(schedule.queue, []).append(schedule)
         self._counters: dict[str, int] = {}
+        self._gaps: dict[str, str | None] = {}
         self._told: set[tuple[str, str]] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -84,18 +95,24 @@ class ScheduleKeeper(WorkerListener):
             keys = QueueKeys(queue, self.registry.prefix)
             pipe = queue_client(client, keys.meta).pipeline(transaction=False)
             pipe.get(keys.id)
+            pipe.hget(keys.meta, "idGap")
             for schedule in schedules:
                 pipe.zscore(keys.repeat, schedule.scheduler_id)
-            counter_raw, *scores = pipe.execute()
+            counter_raw, gap_raw, *scores = pipe.execute()
             counter = None if counter_raw is None else int(counter_raw)
+            gap = None if gap_raw is None else text(gap_raw)
             last = self._counters.get(queue, 0)
             missing = [schedule for schedule, score in zip(schedules, scores, strict=True) if score is None]
-            lost = last > 0 and (counter is None or counter < last)  # data seen here, then gone
+            went_back_to = counter
+            if last > 0 and gap is not None and gap != self._gaps.get(queue):
+                went_back_to = _gap_start(gap)  # a producer moved the counter past its ids since
+            lost = last > 0 and (went_back_to is None or went_back_to < last)  # data seen here, then gone
             if missing and lost:
-                recreated += self._recreate(client, queue, missing, counter, last)
+                recreated += self._recreate(client, queue, missing, went_back_to, last)
             for schedule in missing if not lost else ():
                 self._tell_missing(schedule, removed=counter is not None)
             self._counters[queue] = counter or 0
+            self._gaps[queue] = gap
         return recreated
 
     def _recreate(self, client: Any, queue: str, missing: list[DeclaredSchedule], counter: int | None,
