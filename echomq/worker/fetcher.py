@@ -157,6 +157,9 @@ class Fetcher:
         the slots and that fetch. Delayed jobs due later and other workers' jobs do not count."""
         self._thread_ident = threading.get_ident()
         backoff = Backoff(base=0.1, cap=10.0)
+        # The marker wait failed with an error reply (not a lost connection): a fetch that works
+        # says nothing about it, so only a wait that works ends its backoff.
+        marker_refused = False
         stop = self.stop
         while not stop.is_set():
             none_running = burst and self.slots.all_free()
@@ -177,6 +180,10 @@ class Fetcher:
                 self.handoff.put((fetched, token))
                 continue
             self.slots.release()
+            if not marker_refused:
+                # Redis answered: the losses before (a storm of killed connections, a restart)
+                # are over, and the next one waits the shortest pause again, not the longest.
+                backoff.reset()
             if fetched.rate_limit_ms > 0:
                 stop.wait(fetched.rate_limit_ms / 1000)
                 continue
@@ -193,8 +200,10 @@ class Fetcher:
             try:
                 self.marker.wait(timeout, stop)
                 self._waited_once = True
+                marker_refused = False
                 backoff.reset()
             except RETRIED_ERRORS as exc:
+                marker_refused = isinstance(exc, redis.ResponseError)
                 self.marker.connection_lost()
                 self.raise_if_never_verified(exc, self._waited_once)
                 if not stop.is_set():  # close() may have cut the socket on purpose
