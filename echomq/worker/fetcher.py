@@ -14,9 +14,12 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
+from ..errors import EchoMQError
 from ..transport.blocking import BlockingConnection
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connections, is_certificate_failure, is_fake
 from ..types import Clock
@@ -40,6 +43,15 @@ BURST_RECHECK_S = 0.1
 #: error that passes (READONLY after a failover, OOM, a busy script).
 RETRIED_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.ResponseError)
 
+#: How long the fetcher waits for a free slot before it looks at its marker connection again.
+SLOT_WAIT_S = 0.5
+
+#: What keeping the marker connection open shrugs off: the marker wait retries it, or raises it.
+KEEP_TRYING: tuple[type[BaseException], ...] = (*RETRIED_ERRORS, EchoMQError)
+
+#: What asking a closed socket whether it has data may raise.
+CLOSED_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, ValueError)
+
 #: What a processor thread takes from the fetcher: a job and its lock token, or None to stop.
 Handoff = queue.SimpleQueue[tuple[Fetched, str] | None]
 
@@ -56,15 +68,20 @@ class Slots:
         with self._cond:
             return self._free == self._count
 
-    def take(self, stop: threading.Event) -> bool:
-        """Wait for a free slot; False once ``stop`` is set."""
-        with self._cond:
-            while self._free == 0 and not stop.is_set():
-                self._cond.wait(0.5)
-            if stop.is_set():
-                return False
-            self._free -= 1
-            return True
+    def take(self, stop: threading.Event, idle: Callable[[], None] | None = None) -> bool:
+        """Wait for a free slot; False once ``stop`` is set. ``idle`` runs, outside the lock,
+        each time the wait goes on for another ``SLOT_WAIT_S``."""
+        while True:
+            with self._cond:
+                if self._free == 0 and not stop.is_set():
+                    self._cond.wait(SLOT_WAIT_S)
+                if stop.is_set():
+                    return False
+                if self._free > 0:
+                    self._free -= 1
+                    return True
+            if idle is not None:
+                idle()
 
     def release(self) -> None:
         with self._cond:
@@ -107,6 +124,25 @@ class MarkerWait:
         if self._blocking is not None:
             self._blocking.drop()
 
+    def keep_connected(self) -> None:
+        """Have the marker connection open, named: before the first fetch, and while every slot
+        is busy (from the fetcher's thread, which owns the socket). It is the connection that
+        lists the worker in CLIENT LIST (``Queue.get_workers``, BullMQ's ``getWorkers``,
+        bull-board), so a worker busy from its start, or whose connection was killed while its
+        jobs ran, shows all the same. A connection that died since its last use is made again;
+        what fails is tried again at the next look, and the marker wait decides what it means."""
+        blocking = self._blocking
+        if blocking is None:
+            return
+        try:
+            if blocking.conn is not None and not self._fake and _closed(blocking.conn):
+                blocking.drop()
+            blocking.connect()
+        except KEEP_TRYING as exc:
+            log.debug("the marker connection of %s could not be opened (%s); the next wait tries again",
+                      self.marker_key, exc)
+            blocking.drop()
+
     def interrupt(self, done: threading.Event, patience_s: float) -> None:
         """Unblock the wait until ``done`` is set: a wait may begin just after one unblock, so keep
         trying for ``patience_s``."""
@@ -127,6 +163,14 @@ class MarkerWait:
     def close(self) -> None:
         if self._blocking is not None:
             self._blocking.close()
+
+
+def _closed(conn: Any) -> bool:
+    """True for an idle connection with something to read: the server closed it (killed, restarted)."""
+    try:
+        return bool(conn.can_read(timeout=0))
+    except CLOSED_ERRORS:
+        return True
 
 
 class Fetcher:
@@ -161,9 +205,10 @@ class Fetcher:
         # says nothing about it, so only a wait that works ends its backoff.
         marker_refused = False
         stop = self.stop
+        self.marker.keep_connected()  # named before the first job: listed even if every slot is busy from the start
         while not stop.is_set():
             none_running = burst and self.slots.all_free()
-            if not self.slots.take(stop):
+            if not self.slots.take(stop, self.marker.keep_connected):
                 return
             token = f"{self.worker_id}:{next(self._tokens)}"
             try:

@@ -254,10 +254,8 @@ class SharedPipe:
         if conn is None:
             return
         conn.disconnect()
-        try:
+        with contextlib.suppress(redis.RedisError, OSError):  # a closed pool: the socket is closed already
             self.pool.release(conn)
-        except (redis.RedisError, OSError):  # the pool may be closed; the socket is closed already
-            pass
 
     def interrupt(self) -> None:
         """From another thread: cut the calls in flight, if any (a server that stopped

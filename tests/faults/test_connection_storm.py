@@ -11,6 +11,7 @@ worker for good (``MaxConnectionsError`` for every call, nothing processed).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -80,10 +81,8 @@ def quick(done: dict[str, float]) -> Any:
 def feed(queue: Queue, stop: threading.Event) -> None:
     """Jobs all along the storm, so calls are in flight on the worker's connection when it dies."""
     while not stop.is_set():
-        try:
+        with contextlib.suppress(redis.RedisError):  # killed too: the next one goes on a new connection
             queue.add("busy", {})
-        except redis.RedisError:
-            pass  # killed too: the next one goes on a new connection
         stop.wait(0.005)
 
 

@@ -15,7 +15,8 @@ import time
 from typing import Any
 
 from echomq import JobRegistry, Queue
-from echomq.cli.worker import add_worker_arguments, run_worker
+from echomq.processes.arguments import add_worker_arguments
+from echomq.processes.command import run_worker
 
 #: What ``leaky`` keeps alive, as leaky application code does.
 LEAKED: list[bytes] = []
@@ -77,7 +78,7 @@ registry = _sample_registry()
 
 
 def framework_command(argv: list[str]) -> int:
-    """What a framework's command (Django's, Flask's) does with ``echomq.cli.worker``: the
+    """What a framework's command (Django's, Flask's) does with ``echomq.processes``: the
     registry is its own, the other options the command's; ``child_setup`` appends the pid of
     each worker process to the file ``SAMPLE_SETUP_LOG`` names."""
     parser = argparse.ArgumentParser(prog="sample-framework worker")

@@ -7,6 +7,7 @@ line, signal the process, and read the jobs' traces from Redis.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -51,14 +52,18 @@ class WorkerCommand:
     """One ``echomq worker`` subprocess (``program``: the interpreter's arguments before ``argv``)."""
 
     def __init__(self, argv: Sequence[str], *, queues: Sequence[str] = (), env: dict[str, str] | None = None,
-                 program: Sequence[str] = ECHOMQ_WORKER) -> None:
+                 program: Sequence[str] = ECHOMQ_WORKER, prefix: Sequence[str] = (),
+                 new_session: bool = False) -> None:
         environment = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
         environment["PYTHONPATH"] = os.pathsep.join([str(TESTS), environment.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         if queues:
             environment["SAMPLE_APP_QUEUES"] = ",".join(queues)
         environment.update(env or {})
-        self.process = subprocess.Popen([sys.executable, *program, *argv], cwd=ROOT,
-                                        env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # ``prefix``: a program the command runs under (``timeout 5``); ``new_session``: its own
+        # session and process group, as systemd and a container runtime start it (killpg reaches it all).
+        self.process = subprocess.Popen([*prefix, sys.executable, *program, *argv], cwd=ROOT, env=environment,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=new_session)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -79,6 +84,11 @@ class WorkerCommand:
     def wait_for_line(self, text: str, timeout: float = 20.0, count: int = 1) -> bool:
         return wait_until(lambda: sum(text in line for line in self.lines) >= count, timeout)
 
+    def killpg(self, signum: int = signal.SIGTERM) -> None:
+        """Signal the whole process group (it must have been started with ``new_session``), as
+        systemd's KillMode=control-group and ``kill -TERM -PGID`` do."""
+        os.killpg(self.process.pid, signum)
+
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.process.send_signal(signum)
 
@@ -88,10 +98,15 @@ class WorkerCommand:
         return status
 
     def stop(self) -> None:
-        """Make sure it is gone (a test that failed half-way leaves no process behind)."""
+        """Make sure it is gone, and its worker processes with it (a test that failed half-way
+        leaves no process behind)."""
+        children = self.children() if self.process.poll() is None else []
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self._reader.join(5)
 
     def children(self) -> list[int]:

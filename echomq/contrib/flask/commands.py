@@ -1,11 +1,11 @@
 """``flask echomq worker`` and ``flask echomq schedules``: the ``echomq`` command group that
 ``init_app`` adds to an app's CLI.
 
-``worker`` is ``echomq worker`` (echomq/cli/worker.py) with the app supplying the registry, the
-connection and the prefix: its arguments go through untouched to the same argparse parser, so
-the two commands take the same options and print the same help. ``schedules`` syncs the app's
-``ECHOMQ_SCHEDULES`` into Redis (``schedules_sync``). Both run inside the app context the
-``flask`` command pushes.
+``worker`` is ``echomq worker`` (``echomq.processes``, the command both share) with the app
+supplying the registry, the connection and the prefix: its arguments go through untouched to
+the same argparse parser, so the two commands take the same options and print the same help.
+``schedules`` syncs the app's ``ECHOMQ_SCHEDULES`` into Redis (``schedules_sync``). Both run
+inside the app context the ``flask`` command pushes.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import flask
 import redis
 from flask.cli import AppGroup
 
-from ...cli.worker import add_worker_arguments, run_worker
 from ...errors import InvalidInputError
+from ...processes.arguments import add_worker_arguments
+from ...processes.command import run_worker
 from ..schedules_sync import Change, sync_schedules
 from .state import AppState
 

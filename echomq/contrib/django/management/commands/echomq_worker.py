@@ -14,7 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand  # type: ignore[import-untyped]
 
-from .....cli.worker import add_worker_arguments, run_worker
+from .....processes.arguments import add_worker_arguments
+from .....processes.command import run_worker
 from ...database import forget_inherited_connections
 from ...registration import get_registry
 
