@@ -23,10 +23,9 @@ import pytest
 import redis
 
 from echomq import Queue
+from echomq.processes.signals import REPEAT_WINDOW_S
 
 from support.worker_cli import WorkerCommand, add_jobs, traces, wait_until
-
-from echomq.processes.signals import REPEAT_WINDOW_S
 
 pytestmark = [pytest.mark.real_only]
 
@@ -67,20 +66,23 @@ def two_jobs_running(client: redis.Redis, queue: str, command: WorkerCommand) ->
     return key
 
 
+#: Between the two deliveries of one stop: well inside REPEAT_WINDOW_S, and long enough for each
+#: process to take the first before the second comes (two at the same instant merge into one).
+TWICE_APART_S = 0.1
+
+
 @pytest.mark.parametrize("processes", [1, 2])
-@pytest.mark.parametrize("how", ["group", "supervisor", "twice"])
+@pytest.mark.parametrize("how", ["group", "supervisor", "twice", "group-twice"])
 def test_a_stop_signal_stops_gracefully_however_it_arrives(
         url_connection: redis.Redis, server_url: str, queue_name: str, processes: int, how: str) -> None:
     with pool(server_url, queue_name, processes) as command:
         two_jobs_running(url_connection, queue_name, command)
         began = time.monotonic()
-        if how == "group":
-            command.killpg(signal.SIGTERM)  # each process gets it, and a supervisor's stop on top
-        elif how == "supervisor":
-            command.signal(signal.SIGTERM)
-        else:
-            command.signal(signal.SIGTERM)  # one sender, twice at once
-            command.signal(signal.SIGTERM)
+        deliver = command.killpg if how.startswith("group") else command.signal
+        deliver(signal.SIGTERM)  # the group: each process gets it, and a supervisor's stop on top
+        if how.endswith("twice"):  # one sender, twice at once
+            time.sleep(TWICE_APART_S)
+            deliver(signal.SIGTERM)
         assert command.wait(30) == 0, command.stderr
         took = time.monotonic() - began
     assert counts(url_connection, queue_name) == {"wait": 0, "active": 0, "completed": 2}, command.stderr
