@@ -103,6 +103,7 @@ class MarkerWait:
         self.client_name = client_name
         self._fake = is_fake(connections.client)
         self._blocking: BlockingConnection | None = None
+        self._refused = False  # keep_connected met an ACL refusal: left to the marker wait
 
     def open(self) -> None:
         self._blocking = BlockingConnection(self._connections, max_block_s=self.max_block_s,
@@ -132,13 +133,15 @@ class MarkerWait:
         jobs ran, shows all the same. A connection that died since its last use is made again;
         what fails is tried again at the next look, and the marker wait decides what it means."""
         blocking = self._blocking
-        if blocking is None:
+        if blocking is None or self._refused:
             return
         try:
             if blocking.conn is not None and not self._fake and _closed(blocking.conn):
                 blocking.drop()
             blocking.connect()
         except KEEP_TRYING as exc:
+            # Refused (the ACL): not tried again here; the marker wait raises it when it comes.
+            self._refused = isinstance(exc, EchoMQError)
             log.debug("the marker connection of %s could not be opened (%s); the next wait tries again",
                       self.marker_key, exc)
             blocking.drop()

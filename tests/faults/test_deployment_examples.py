@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import configparser
 import json
-import os
 import re
 import shlex
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +30,7 @@ from echomq.processes.supervisor import STOP_MARGIN_S
 
 from support.docs import page_blocks
 from support.docs_checks import dockerfile_instructions
-from support.worker_cli import wait_until
+from support.worker_cli import WorkerCommand, wait_until
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "worker-command.md"
 
@@ -80,70 +76,36 @@ def shutdown_timeout(argv: list[str]) -> float:
     return float(argv[argv.index("--shutdown-timeout") + 1]) if "--shutdown-timeout" in argv else 25.0
 
 
-class Deployed:
+def deployed(argv: list[str], folder: Path, url: str) -> WorkerCommand:
     """The command as a unit or an image runs it: ``argv`` with its ``echomq`` swapped for this
-    interpreter's, in ``folder`` (the page's myapp there), in a new session."""
-
-    def __init__(self, argv: list[str], folder: Path, env: dict[str, str]) -> None:
-        assert Path(argv[0]).name == "echomq", argv
-        (folder / "myapp").mkdir(parents=True, exist_ok=True)
-        (folder / "myapp" / "__init__.py").write_text("")
-        (folder / "myapp" / "jobs.py").write_text(page_file("myapp/jobs.py") + SLOW_JOB)
-        environment = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PYTHONPATH")}
-        self.process = subprocess.Popen([sys.executable, "-m", "echomq", *argv[1:]], cwd=folder,
-                                        env={**environment, **env}, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def stderr(self) -> str:
-        return "\n".join(self.lines)
-
-    def group_alive(self) -> bool:
-        try:
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def close(self) -> None:
-        if self.group_alive():
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-        self._reader.join(5)
+    interpreter's ``-m echomq``, in ``folder`` (the page's myapp there, plus a slow job), in a
+    session of its own."""
+    assert Path(argv[0]).name == "echomq", argv
+    (folder / "myapp").mkdir(parents=True, exist_ok=True)
+    (folder / "myapp" / "__init__.py").write_text("")
+    (folder / "myapp" / "jobs.py").write_text(page_file("myapp/jobs.py") + SLOW_JOB)
+    return WorkerCommand(argv[1:], program=("-m", "echomq"), env={"REDIS_URL": url}, new_session=True, cwd=folder)
 
 
-def run_and_stop(argv: list[str], folder: Path, env: dict[str, str], client: redis.Redis, stop: str,
-                 stop_timeout: float) -> Deployed:
+def run_and_stop(argv: list[str], folder: Path, url: str, stop: str, stop_timeout: float) -> None:
     """Start it, let two slow jobs begin (one per process), stop it the way ``stop`` says; check
     the jobs finished and every process exited within ``stop_timeout``."""
-    deployed = Deployed(argv, folder, env)
-    try:
-        assert wait_until(lambda: deployed.stderr.count("started: queues") == 2, 30), deployed.stderr
+    with deployed(argv, folder, url) as command, redis.Redis.from_url(url) as client:
+        assert command.wait_for_line("started: queues", count=2, timeout=30), command.stderr
         queue = Queue(client, "emails")
         queue.add("welcome", {"to": "ada@example.com"})
         slow = [queue.add("slow", {"seconds": 2}).id for _ in range(2)]
-        assert wait_until(lambda: queue.get_job_counts("active")["active"] == 2, 20), deployed.stderr
+        assert wait_until(lambda: queue.get_job_counts("active")["active"] == 2, 20), command.stderr
         began = time.monotonic()
         if stop == "group":
-            os.killpg(deployed.process.pid, signal.SIGTERM)
+            command.killpg(signal.SIGTERM)
         else:
-            deployed.process.send_signal(signal.SIGTERM)  # the main process, PID 1's stand-in
-        assert deployed.process.wait(stop_timeout) == 0, deployed.stderr
-        assert wait_until(lambda: not deployed.group_alive(), 5), "a worker process outlived the stop"
+            command.signal(signal.SIGTERM)  # the main process, PID 1's stand-in
+        assert command.wait(stop_timeout) == 0, command.stderr
+        assert wait_until(lambda: not command.group_alive(), 5), "a worker process outlived the stop"
         assert time.monotonic() - began < stop_timeout
-        assert [queue.get_job(job_id).get_state() for job_id in slow] == ["completed", "completed"], deployed.stderr
+        assert [queue.get_job(job_id).get_state() for job_id in slow] == ["completed", "completed"], command.stderr
         assert queue.get_job_counts("completed")["completed"] == 3
-    finally:
-        deployed.close()
-    return deployed
 
 
 def test_the_systemd_unit_says_what_systemd_needs() -> None:
@@ -164,9 +126,8 @@ def test_the_systemd_units_command_stops_gracefully(redis_server_factory: Any, t
     name, _, _ = service["Environment"].partition("=")
     assert name == "REDIS_URL"
     folder = tmp_path / service["WorkingDirectory"].lstrip("/")
-    with redis.Redis.from_url(server_url) as client:
-        run_and_stop(argv, folder, {"REDIS_URL": server_url}, client,
-                     "group" if kill_mode == "control-group" else "main", seconds(service["TimeoutStopSec"]))
+    run_and_stop(argv, folder, server_url, "group" if kill_mode == "control-group" else "main",
+                 seconds(service["TimeoutStopSec"]))
 
 
 def test_the_container_files_agree_with_each_other() -> None:
@@ -187,6 +148,4 @@ def test_the_images_command_stops_gracefully_on_docker_stop(redis_server_factory
     compose = yaml.safe_load(page_file("deploy/compose.yaml"))["services"]["worker"]
     assert compose["environment"]["REDIS_URL"].startswith("redis://")
     folder = tmp_path / instructions["WORKDIR"].lstrip("/")
-    with redis.Redis.from_url(server_url) as client:
-        run_and_stop(json.loads(instructions["CMD"]), folder, {"REDIS_URL": server_url}, client, "main",
-                     seconds(compose["stop_grace_period"]))
+    run_and_stop(json.loads(instructions["CMD"]), folder, server_url, "main", seconds(compose["stop_grace_period"]))

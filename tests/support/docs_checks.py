@@ -269,24 +269,16 @@ def _check_dockerfile(block: Block) -> None:
     for keyword, arguments in dockerfile_instructions(block.code):
         if keyword not in DOCKERFILE_INSTRUCTIONS:
             raise AssertionError(f"{block.where}: {keyword} is not a Dockerfile instruction")
-        if keyword in ("CMD", "ENTRYPOINT", "RUN"):
-            words = json.loads(arguments) if arguments.startswith("[") else shlex.split(arguments)
+        if keyword in ("CMD", "ENTRYPOINT", "RUN") and arguments.startswith("["):  # the exec form
+            words = json.loads(arguments)
             if not isinstance(words, list) or not all(isinstance(word, str) for word in words):
                 raise AssertionError(f"{block.where}: {keyword}'s exec form is a JSON list of strings")
-            for command in [words] if arguments.startswith("[") else _split_commands(words):
-                _check_command(_without_assignments(command), block.where)
+            _check_command(_without_assignments(words), block.where)
+        elif keyword in ("CMD", "ENTRYPOINT", "RUN"):  # the shell form
+            for command in _simple_commands(arguments, block.where):
+                _check_command(command, block.where)
         if keyword == "STOPSIGNAL" and arguments not in signal.Signals.__members__:
             raise AssertionError(f"{block.where}: STOPSIGNAL {arguments} is not a signal's name")
-
-
-def _split_commands(words: list[str]) -> list[list[str]]:
-    commands: list[list[str]] = [[]]
-    for word in words:
-        if word in _SEPARATORS:
-            commands.append([])
-        else:
-            commands[-1].append(word)
-    return commands
 
 
 def _check_commands_in(value: object, where: str) -> None:

@@ -53,7 +53,7 @@ class WorkerCommand:
 
     def __init__(self, argv: Sequence[str], *, queues: Sequence[str] = (), env: dict[str, str] | None = None,
                  program: Sequence[str] = ECHOMQ_WORKER, prefix: Sequence[str] = (),
-                 new_session: bool = False) -> None:
+                 new_session: bool = False, cwd: Path = ROOT) -> None:
         environment = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
         environment["PYTHONPATH"] = os.pathsep.join([str(TESTS), environment.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         if queues:
@@ -61,7 +61,7 @@ class WorkerCommand:
         environment.update(env or {})
         # ``prefix``: a program the command runs under (``timeout 5``); ``new_session``: its own
         # session and process group, as systemd and a container runtime start it (killpg reaches it all).
-        self.process = subprocess.Popen([*prefix, sys.executable, *program, *argv], cwd=ROOT, env=environment,
+        self.process = subprocess.Popen([*prefix, sys.executable, *program, *argv], cwd=cwd, env=environment,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                         start_new_session=new_session)
         self.lines: list[str] = []
@@ -83,6 +83,14 @@ class WorkerCommand:
 
     def wait_for_line(self, text: str, timeout: float = 20.0, count: int = 1) -> bool:
         return wait_until(lambda: sum(text in line for line in self.lines) >= count, timeout)
+
+    def group_alive(self) -> bool:
+        """Whether any process of its process group (``new_session``) is still there."""
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
     def killpg(self, signum: int = signal.SIGTERM) -> None:
         """Signal the whole process group (it must have been started with ``new_session``), as
