@@ -39,8 +39,9 @@ FORBIDDEN_CALLS = frozenset({"eval", "exec", "compile", "__import__"})
 IMPORTLIB_ALLOWED = {
     "echomq/__init__.py": "lazy public names: the module comes from the literal _EXPORTS table",
     "echomq/_legacy.py": "old import paths: the target comes from the literal LEGACY_PATHS table",
-    "echomq/cli/worker.py": "`echomq worker --processor/--app MODULE:NAME` imports the module the operator typed "
-                            "on the command line (never a name read from Redis): loading it is the command's job",
+    "echomq/processes/loading.py": "`echomq worker --processor/--app/--listener MODULE:NAME` imports the module "
+                                   "the operator typed on the command line (never a name read from Redis): "
+                                   "loading it is the command's job",
     "echomq/testing/__init__.py": "lazy public names: the module comes from the literal _EXPORTS table",
 }
 
