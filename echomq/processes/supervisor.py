@@ -133,7 +133,12 @@ class Supervisor:
         slot.started_at = time.monotonic()
         supervisor = os.getpid()
         read_end, write_end = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had (EAGAIN, ENOMEM): nothing of this attempt stays open
+            os.close(read_end)
+            os.close(write_end)
+            raise
         if pid == 0:  # the child: run, then leave without ever returning into the parent's stack
             status = 1
             try:
