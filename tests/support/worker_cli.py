@@ -44,6 +44,21 @@ def wait_until(predicate: Callable[[], object], timeout: float = 20.0, interval:
     return bool(workers.wait_until(predicate, timeout, interval))
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 #: How the subprocess runs the command: ``python -m echomq worker``.
 ECHOMQ_WORKER = ("-m", "echomq", "worker")
 
@@ -65,6 +80,7 @@ class WorkerCommand:
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                         start_new_session=new_session)
         self.lines: list[str] = []
+        self._seen_children: dict[int, bytes] = {}  # pid -> its command line, as first seen
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -108,26 +124,24 @@ class WorkerCommand:
     def stop(self) -> None:
         """Make sure it is gone, and its worker processes with it (a test that failed half-way
         leaves no process behind)."""
-        children = self.children() if self.process.poll() is None else []
         if self.process.poll() is None:
+            self.children()  # remembered below
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
-        for pid in children:
+        for pid in self._seen_children:  # orphans too: a supervisor killed without stopping them
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                if _parent_of(pid) in (self.pid, 1) and _cmdline(pid) == self._seen_children[pid]:
+                    os.kill(pid, signal.SIGKILL)
         self._reader.join(5)
 
     def children(self) -> list[int]:
-        """The pids of its worker processes (a supervisor's children), from /proc."""
+        """The pids of its worker processes (a supervisor's children), from /proc; each is
+        remembered, so ``stop`` ends it even after its supervisor is gone."""
         found = []
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    stat = (entry / "stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rpartition(")")[2].split()[1]) == self.pid:
-                    found.append(int(entry.name))
+            if entry.name.isdigit() and _parent_of(int(entry.name)) == self.pid:
+                found.append(int(entry.name))
+                self._seen_children.setdefault(int(entry.name), _cmdline(int(entry.name)))
         return sorted(found)
 
     def __enter__(self) -> WorkerCommand:  # noqa: PYI034
