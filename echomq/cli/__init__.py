@@ -1,7 +1,8 @@
 """The ``echomq`` command line. Each subcommand lives in its own module with a ``register``.
 
-This is the only part of EchoMQ that prints, configures logging or may install signal
-handlers: it is a program, not the library. A user's mistake or an unreachable Redis ends a
+This, with the worker command's core it shares with the framework commands
+(``echomq.processes``), is the only part of EchoMQ that prints, configures logging or may install
+signal handlers: it is a program, not the library. A user's mistake or an unreachable Redis ends a
 command with one line on stderr and a non-zero status (2 for a bad argument or a refused
 operation, 1 for Redis or for a job or queue that is not there), never with a traceback:
 ``main`` turns the library's errors into that line.

@@ -14,9 +14,12 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
+from ..errors import EchoMQError
 from ..transport.blocking import BlockingConnection
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connections, is_certificate_failure, is_fake
 from ..types import Clock
@@ -40,6 +43,15 @@ BURST_RECHECK_S = 0.1
 #: error that passes (READONLY after a failover, OOM, a busy script).
 RETRIED_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.ResponseError)
 
+#: How long the fetcher waits for a free slot before it looks at its marker connection again.
+SLOT_WAIT_S = 0.5
+
+#: What keeping the marker connection open shrugs off: the marker wait retries it, or raises it.
+KEEP_TRYING: tuple[type[BaseException], ...] = (*RETRIED_ERRORS, EchoMQError)
+
+#: What asking a closed socket whether it has data may raise.
+CLOSED_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, ValueError)
+
 #: What a processor thread takes from the fetcher: a job and its lock token, or None to stop.
 Handoff = queue.SimpleQueue[tuple[Fetched, str] | None]
 
@@ -56,15 +68,20 @@ class Slots:
         with self._cond:
             return self._free == self._count
 
-    def take(self, stop: threading.Event) -> bool:
-        """Wait for a free slot; False once ``stop`` is set."""
-        with self._cond:
-            while self._free == 0 and not stop.is_set():
-                self._cond.wait(0.5)
-            if stop.is_set():
-                return False
-            self._free -= 1
-            return True
+    def take(self, stop: threading.Event, idle: Callable[[], None] | None = None) -> bool:
+        """Wait for a free slot; False once ``stop`` is set. ``idle`` runs, outside the lock,
+        each time the wait goes on for another ``SLOT_WAIT_S``."""
+        while True:
+            with self._cond:
+                if self._free == 0 and not stop.is_set():
+                    self._cond.wait(SLOT_WAIT_S)
+                if stop.is_set():
+                    return False
+                if self._free > 0:
+                    self._free -= 1
+                    return True
+            if idle is not None:
+                idle()
 
     def release(self) -> None:
         with self._cond:
@@ -86,6 +103,7 @@ class MarkerWait:
         self.client_name = client_name
         self._fake = is_fake(connections.client)
         self._blocking: BlockingConnection | None = None
+        self._refused = False  # keep_connected met an ACL refusal: left to the marker wait
 
     def open(self) -> None:
         self._blocking = BlockingConnection(self._connections, max_block_s=self.max_block_s,
@@ -107,6 +125,27 @@ class MarkerWait:
         if self._blocking is not None:
             self._blocking.drop()
 
+    def keep_connected(self) -> None:
+        """Have the marker connection open, named: before the first fetch, and while every slot
+        is busy (from the fetcher's thread, which owns the socket). It is the connection that
+        lists the worker in CLIENT LIST (``Queue.get_workers``, BullMQ's ``getWorkers``,
+        bull-board), so a worker busy from its start, or whose connection was killed while its
+        jobs ran, shows all the same. A connection that died since its last use is made again;
+        what fails is tried again at the next look, and the marker wait decides what it means."""
+        blocking = self._blocking
+        if blocking is None or self._refused:
+            return
+        try:
+            if blocking.conn is not None and not self._fake and _closed(blocking.conn):
+                blocking.drop()
+            blocking.connect()
+        except KEEP_TRYING as exc:
+            # Refused (the ACL): not tried again here; the marker wait raises it when it comes.
+            self._refused = isinstance(exc, EchoMQError)
+            log.debug("the marker connection of %s could not be opened (%s); the next wait tries again",
+                      self.marker_key, exc)
+            blocking.drop()
+
     def interrupt(self, done: threading.Event, patience_s: float) -> None:
         """Unblock the wait until ``done`` is set: a wait may begin just after one unblock, so keep
         trying for ``patience_s``."""
@@ -127,6 +166,14 @@ class MarkerWait:
     def close(self) -> None:
         if self._blocking is not None:
             self._blocking.close()
+
+
+def _closed(conn: Any) -> bool:
+    """True for an idle connection with something to read: the server closed it (killed, restarted)."""
+    try:
+        return bool(conn.can_read(timeout=0))
+    except CLOSED_ERRORS:
+        return True
 
 
 class Fetcher:
@@ -157,10 +204,14 @@ class Fetcher:
         the slots and that fetch. Delayed jobs due later and other workers' jobs do not count."""
         self._thread_ident = threading.get_ident()
         backoff = Backoff(base=0.1, cap=10.0)
+        # The marker wait failed with an error reply (not a lost connection): a fetch that works
+        # says nothing about it, so only a wait that works ends its backoff.
+        marker_refused = False
         stop = self.stop
+        self.marker.keep_connected()  # named before the first job: listed even if every slot is busy from the start
         while not stop.is_set():
             none_running = burst and self.slots.all_free()
-            if not self.slots.take(stop):
+            if not self.slots.take(stop, self.marker.keep_connected):
                 return
             token = f"{self.worker_id}:{next(self._tokens)}"
             try:
@@ -177,6 +228,10 @@ class Fetcher:
                 self.handoff.put((fetched, token))
                 continue
             self.slots.release()
+            if not marker_refused:
+                # Redis answered: the losses before (a storm of killed connections, a restart)
+                # are over, and the next one waits the shortest pause again, not the longest.
+                backoff.reset()
             if fetched.rate_limit_ms > 0:
                 stop.wait(fetched.rate_limit_ms / 1000)
                 continue
@@ -193,8 +248,10 @@ class Fetcher:
             try:
                 self.marker.wait(timeout, stop)
                 self._waited_once = True
+                marker_refused = False
                 backoff.reset()
             except RETRIED_ERRORS as exc:
+                marker_refused = isinstance(exc, redis.ResponseError)
                 self.marker.connection_lost()
                 self.raise_if_never_verified(exc, self._waited_once)
                 if not stop.is_set():  # close() may have cut the socket on purpose

@@ -14,7 +14,11 @@ their replies in one write.
 Each call keeps its own outcome: its reply, its error reply (a refusal, NOSCRIPT, a failing
 script) or, when the connection fails, that error for every call in flight on it, so each
 caller's retry loop decides as it does over a connection of its own. A lost connection is
-dropped and the next call checks out a new one: a reply is never read for the wrong call.
+dropped and the next call checks out a new one: a reply is never read for the wrong call. The
+lost one goes back to the pool, disconnected, once no thread is still sending or reading on it
+(a writer whose send began before the loss would otherwise reconnect it, and its bytes would
+reach whoever took it next): a pool counts a connection never given back as in use for good,
+and a storm of lost connections would fill it (``MaxConnectionsError`` for every later call).
 ``concurrency`` 1 keeps ``transport.calls.PinnedConnection``: one thread has nothing to share.
 """
 
@@ -67,6 +71,11 @@ class SharedPipe:
         self._writing = False  # a thread writes the outbox (or is about to)
         self._reading = False  # a thread reads replies (or is about to)
         self._generation = 0  # bumped when a connection is lost: its calls are over
+        # Threads sending or reading on a generation's connection right now, and the connections
+        # dropped while such a thread was still on them: each goes back to the pool when its
+        # last user lets go (_let_go), never under a thread that may still write to it.
+        self._users: dict[int, int] = {}
+        self._dropped: dict[int, Any] = {}
 
     def __call__(self, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = lua.command(keys, args)
@@ -125,51 +134,76 @@ class SharedPipe:
     def _write_out(self, conn: Any, generation: int) -> None:
         """Write the outbox, one send for all that is queued, until nothing is left; then let the
         next caller write. A failed send fails every call in flight (``_lose``)."""
-        while True:
-            with self._state:
-                if self._generation != generation:
-                    return  # lost meanwhile: the outbox went with it, and the writing is free
-                if not self._outbox:
-                    self._writing = False
+        holding = False  # counted among the connection's users from the first send on
+        given_back: Any = None
+        try:
+            while True:
+                with self._state:
+                    if self._generation != generation or not self._outbox:
+                        if self._generation == generation:
+                            self._writing = False  # else lost meanwhile: the outbox went with it
+                        if holding:
+                            given_back = self._let_go(generation)
+                        return
+                    queued, self._outbox = self._outbox, []
+                    if not holding:
+                        self._users[generation] = self._users.get(generation, 0) + 1
+                        holding = True
+                try:
+                    conn.send_packed_command([queued[0] if len(queued) == 1 else b"".join(queued)],
+                                             check_health=False)
+                except BaseException as exc:
+                    lost = exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(f"send cut: {exc!r}")
+                    self._lose(generation, lost)
+                    with self._state:
+                        given_back = self._let_go(generation)
+                    if not isinstance(exc, redis.RedisError):
+                        raise
                     return
-                queued, self._outbox = self._outbox, []
-            try:
-                conn.send_packed_command([queued[0] if len(queued) == 1 else b"".join(queued)], check_health=False)
-            except BaseException as exc:
-                lost = exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(f"send cut: {exc!r}")
-                self._lose(generation, lost)
-                if not isinstance(exc, redis.RedisError):
-                    raise
-                return
+        finally:
+            self._give_back(given_back)
 
     def _read_until(self, mine: _Call) -> None:
         """Read replies in order, answering each caller, until ``mine`` is answered; then hand
         the reading to the first call still waiting."""
         conn, generation = mine.conn, mine.generation
-        while True:
-            error: BaseException | None = None
-            reply: Any = None
-            try:
-                reply = conn.read_response(disconnect_on_error=False)
-            except ResponseError as exc:
-                error = exc
-            except BaseException as exc:
-                self._lose(generation, exc if isinstance(exc, redis.RedisError) else redis.ConnectionError(repr(exc)))
-                if isinstance(exc, redis.RedisError):
-                    return
-                raise
-            with self._state:
-                if self._generation != generation:
-                    return  # lost meanwhile: every call on it, mine too, was answered then
-                call = self._in_flight.popleft()
-                call.reply, call.error, call.answered = reply, error, True
-                if call is mine:
-                    if self._in_flight:
-                        self._wake(self._in_flight[0])  # not answered yet: it reads on
-                    else:
-                        self._reading = False
-                    return
-                self._wake(call)
+        with self._state:
+            if self._generation != generation:
+                return  # lost meanwhile: every call on it, mine too, was answered then
+            self._users[generation] = self._users.get(generation, 0) + 1
+        given_back: Any = None
+        try:
+            while True:
+                error: BaseException | None = None
+                reply: Any = None
+                try:
+                    reply = conn.read_response(disconnect_on_error=False)
+                except ResponseError as exc:
+                    error = exc
+                except BaseException as exc:
+                    self._lose(generation, exc if isinstance(exc, redis.RedisError)
+                               else redis.ConnectionError(repr(exc)))
+                    with self._state:
+                        given_back = self._let_go(generation)
+                    if isinstance(exc, redis.RedisError):
+                        return
+                    raise
+                with self._state:
+                    if self._generation != generation:
+                        given_back = self._let_go(generation)
+                        return  # lost meanwhile: every call on it, mine too, was answered then
+                    call = self._in_flight.popleft()
+                    call.reply, call.error, call.answered = reply, error, True
+                    if call is mine:
+                        if self._in_flight:
+                            self._wake(self._in_flight[0])  # not answered yet: it reads on
+                        else:
+                            self._reading = False
+                        given_back = self._let_go(generation)
+                        return
+                    self._wake(call)
+        finally:
+            self._give_back(given_back)
 
     def _wake(self, call: _Call) -> None:
         """Release ``call``'s caller (under ``_state``; once)."""
@@ -191,8 +225,37 @@ class SharedPipe:
             self._in_flight.clear()
             self._outbox.clear()
             self._reading = self._writing = False
+            given_back = self._drop(generation, conn)
         if conn is not None:
             conn.disconnect()
+        self._give_back(given_back)
+
+    def _drop(self, generation: int, conn: Any) -> Any:
+        """(Under ``_state``.) ``conn``, the connection of ``generation``, is no longer the
+        pipe's: returned to be given back now, or kept until its last user lets go (None)."""
+        if conn is None or not self._users.get(generation):
+            return conn
+        self._dropped[generation] = conn
+        return None
+
+    def _let_go(self, generation: int) -> Any:
+        """(Under ``_state``.) A thread stopped sending or reading on ``generation``'s
+        connection; the dropped connection it was the last user of, to be given back, if any."""
+        left = self._users[generation] - 1
+        if left:
+            self._users[generation] = left
+            return None
+        del self._users[generation]
+        return self._dropped.pop(generation, None)
+
+    def _give_back(self, conn: Any) -> None:
+        """Return a dropped connection to the pool, disconnected first: a writer that began
+        before the loss may have connected it again, with its calls on it."""
+        if conn is None:
+            return
+        conn.disconnect()
+        with contextlib.suppress(redis.RedisError, OSError):  # a closed pool: the socket is closed already
+            self.pool.release(conn)
 
     def interrupt(self) -> None:
         """From another thread: cut the calls in flight, if any (a server that stopped
@@ -211,6 +274,8 @@ class SharedPipe:
                 return
             conn, self.conn = self.conn, None
             self._generation += 1
+            if self._drop(self._generation - 1, conn) is None:
+                return  # a writer still on it (its send done, not yet let go): it gives it back
         if conn is not None:
             try:
                 self.pool.release(conn)

@@ -19,7 +19,8 @@ page) tells the runner something about that block; several may share one comment
   ``ECHOMQ_TEST_REDIS_URL`` and the page's project folder (below) on ``PYTHONPATH``;
 - ``<!-- docs-test: file=myapp/jobs.py -->``: the block is a file of the reader's project,
   written at that path under the page's project folder, which is on ``sys.path`` and is the
-  working directory while the page runs; not run itself: a later block imports it;
+  working directory while the page runs; not run itself: a later block imports it (a config
+  block with ``file=`` is checked as below, and written too);
 - ``<!-- docs-test: close=worker -->``: the block blocks in ``worker.run()`` (or
   ``events.run()``), as a reader's program does. Once ``worker`` is running, and for a Worker
   once its queue has no job waiting or active, the runner calls ``worker.close()`` from another
@@ -43,8 +44,11 @@ an example did what its text says. Keep it short; what a reader needs belongs in
   parse. ``make TARGET`` must name a Makefile target, ``pip install 'echomq[EXTRA]'`` (or
   ``-e '.[EXTRA]'``, from a checkout) an extra of setup.cfg. Other programs (npm, node, jq,
   redis-cli) are left alone;
-- ``json``, ``toml``, ``ini``/``cfg`` are parsed; ``js`` is syntax-checked with ``node
-  --check`` where node is installed; an unknown language is an error (so is a fence left open,
+- ``json``, ``toml``, ``ini``/``cfg``, ``yaml`` are parsed; ``js`` is syntax-checked with ``node
+  --check`` where node is installed; a ``dockerfile``'s instructions must be Docker's, its
+  exec forms JSON and its STOPSIGNAL a signal; every ``echomq`` command a config names (a
+  unit's ``ExecStart``, a Dockerfile's ``CMD``, a compose file's ``command``) is checked as a
+  shell line's is; an unknown language is an error (so is a fence left open,
   an unknown directive, a directive that no fence follows, or an indented code block, which
   names no language: fence it).
 
@@ -90,7 +94,7 @@ KNOWN = {"skip", "connection", "pytest", "file", "close", "signature"}
 
 PYTHON = "python"
 SHELL_LANGUAGES = {"console", "bash", "sh", "shell", "text", ""}
-CONFIG_LANGUAGES = {"json", "toml", "ini", "cfg", "js", "javascript"}
+CONFIG_LANGUAGES = {"json", "toml", "ini", "cfg", "js", "javascript", "yaml", "yml", "dockerfile"}
 LANGUAGES = {PYTHON, *SHELL_LANGUAGES, *CONFIG_LANGUAGES}
 
 @dataclass(frozen=True)
@@ -266,6 +270,8 @@ def _run_block(block: Block, namespace: dict[str, Any], run: PageRun, modules: P
         return
     if block.language != PYTHON:
         check_config(block)
+        if "file" in block.directives:  # a config file of the reader's project: checked, and written
+            _write_project_file(block, modules)
         run.checked += 1
         return
     if "signature" in block.directives:

@@ -15,12 +15,14 @@ import json
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tomllib
+import yaml
 
 if TYPE_CHECKING:
     from support.docs import Block
@@ -221,13 +223,76 @@ def check_config(block: Block) -> None:
         elif block.language == "toml":
             tomllib.loads(block.code)
         elif block.language in ("ini", "cfg"):
-            configparser.ConfigParser(strict=False, interpolation=None).read_string(block.code)
+            config = configparser.ConfigParser(strict=False, interpolation=None)
+            config.optionxform = str  # systemd's keys keep their case
+            config.read_string(block.code)
+            for section in config.sections():
+                for key in ("ExecStart", "ExecStop"):
+                    if key in config[section]:
+                        _check_command(_without_assignments(shlex.split(config[section][key])), block.where)
+        elif block.language in ("yaml", "yml"):
+            _check_commands_in(yaml.safe_load(block.code), block.where)
+        elif block.language == "dockerfile":
+            _check_dockerfile(block)
         elif block.language in ("js", "javascript"):
             _check_javascript(block)
         else:
             raise AssertionError(f"{block.where}: no check for language {block.language!r}")
-    except (ValueError, configparser.Error) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+    except (ValueError, configparser.Error, yaml.YAMLError) as exc:  # JSON and TOML errors are ValueErrors
         raise AssertionError(f"{block.where}: the {block.language} block does not parse: {exc}") from None
+
+
+#: Docker's Dockerfile instructions.
+DOCKERFILE_INSTRUCTIONS = frozenset({
+    "FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER", "WORKDIR",
+    "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "MAINTAINER"})
+
+
+def dockerfile_instructions(code: str) -> list[tuple[str, str]]:
+    """A Dockerfile's instructions, ``(INSTRUCTION, its arguments)``, continuation lines joined."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for line in code.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        keyword, _, arguments = pending.strip().partition(" ")
+        instructions.append((keyword.upper(), arguments.strip()))
+        pending = ""
+    return instructions
+
+
+def _check_dockerfile(block: Block) -> None:
+    for keyword, arguments in dockerfile_instructions(block.code):
+        if keyword not in DOCKERFILE_INSTRUCTIONS:
+            raise AssertionError(f"{block.where}: {keyword} is not a Dockerfile instruction")
+        if keyword in ("CMD", "ENTRYPOINT", "RUN") and arguments.startswith("["):  # the exec form
+            words = json.loads(arguments)
+            if not isinstance(words, list) or not all(isinstance(word, str) for word in words):
+                raise AssertionError(f"{block.where}: {keyword}'s exec form is a JSON list of strings")
+            _check_command(_without_assignments(words), block.where)
+        elif keyword in ("CMD", "ENTRYPOINT", "RUN"):  # the shell form
+            for command in _simple_commands(arguments, block.where):
+                _check_command(command, block.where)
+        if keyword == "STOPSIGNAL" and arguments not in signal.Signals.__members__:
+            raise AssertionError(f"{block.where}: STOPSIGNAL {arguments} is not a signal's name")
+
+
+def _check_commands_in(value: object, where: str) -> None:
+    """Every ``command`` / ``entrypoint`` / ``args`` list or string in a compose or Kubernetes file."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("command", "entrypoint") and isinstance(item, (str, list)):
+                words = shlex.split(item) if isinstance(item, str) else [str(word) for word in item]
+                _check_command(_without_assignments(words), where)
+            else:
+                _check_commands_in(item, where)
+    elif isinstance(value, list):
+        for item in value:
+            _check_commands_in(item, where)
 
 
 def _check_javascript(block: Block) -> None:

@@ -14,8 +14,9 @@ import os
 import time
 from typing import Any
 
-from echomq import JobRegistry, Queue
-from echomq.cli.worker import add_worker_arguments, run_worker
+from echomq import JobRegistry, Queue, WorkerListener
+from echomq.processes.arguments import add_worker_arguments
+from echomq.processes.command import run_worker
 
 #: What ``leaky`` keeps alive, as leaky application code does.
 LEAKED: list[bytes] = []
@@ -63,6 +64,39 @@ def boom(job: Any) -> None:
 NOT_A_FUNCTION = 42
 
 
+def listened_key(queue: str, prefix: str = "emq") -> str:
+    """Where the sample listeners record what they were told (under the queue's keys)."""
+    return f"{prefix}:{{{queue}}}:test-listened"
+
+
+class RecordingListener(WorkerListener):
+    """Records each completed job it is told of, with its tag, its process and which instance
+    it is, so a test sees what listened where (``--listener support.sample_jobs:...``)."""
+
+    def __init__(self, tag: str = "class") -> None:
+        self.tag = tag
+
+    def on_completed(self, job: Any, result: Any, *, duration_ms: float) -> None:
+        entry = {"tag": self.tag, "pid": os.getpid(), "instance": id(self), "job": job.id}
+        job.connection.rpush(listened_key(job.keys.queue_name, job.keys.prefix), json.dumps(entry))
+
+
+#: A listener instance, as ``--listener support.sample_jobs:LISTENER`` names it.
+LISTENER = RecordingListener("instance")
+
+
+def listener_factory() -> RecordingListener:
+    return RecordingListener("factory")
+
+
+def not_a_listener_factory() -> int:
+    return 42
+
+
+class NotAListener:
+    def on_completed(self, job: Any, result: Any, *, duration_ms: float) -> None: ...
+
+
 def _sample_registry() -> JobRegistry:
     registry = JobRegistry()  # REDIS_URL at first use: the command sets it from --redis
     queues = [q for q in os.environ.get("SAMPLE_APP_QUEUES", "sample-orders,sample-emails").split(",") if q]
@@ -77,7 +111,7 @@ registry = _sample_registry()
 
 
 def framework_command(argv: list[str]) -> int:
-    """What a framework's command (Django's, Flask's) does with ``echomq.cli.worker``: the
+    """What a framework's command (Django's, Flask's) does with ``echomq.processes``: the
     registry is its own, the other options the command's; ``child_setup`` appends the pid of
     each worker process to the file ``SAMPLE_SETUP_LOG`` names."""
     parser = argparse.ArgumentParser(prog="sample-framework worker")
@@ -88,4 +122,7 @@ def framework_command(argv: list[str]) -> int:
         with open(os.environ["SAMPLE_SETUP_LOG"], "a", encoding="ascii") as log:
             log.write(f"{os.getpid()}\n")
 
-    return run_worker(args, registry=registry, child_setup=child_setup)
+    # What a framework's settings hand the command (Django's and Flask's LISTENERS, a worker name).
+    host_listeners = [RecordingListener("host")] if os.environ.get("SAMPLE_HOST_LISTENER") else []
+    return run_worker(args, registry=registry, child_setup=child_setup, listeners=host_listeners,
+                      name=os.environ.get("SAMPLE_WORKER_NAME"))

@@ -25,18 +25,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transport", ("echomq.transport",)),
     ("subsystems", ("echomq.queue", "echomq.schedule", "echomq.events", "echomq.worker")),
     ("composition", ("echomq.registry",)),
+    ("processes", ("echomq.processes",)),
     ("hosts", ("echomq.cli", "echomq.contrib", "echomq.testing")),
     ("surface", ("echomq", "echomq.__main__")),
 )
 
 #: The only imports between two subsystems (a worker runs jobs and advances schedules) or two
-#: hosts: the command line serves an integration (``echomq metrics serve``), the framework
-#: integrations' worker commands are ``echomq worker`` (``cli.worker``), and their test mode
-#: puts each test on a Redis of its own (``testing.isolation``). Module cycles stay refused
-#: (test_no_import_cycles).
+#: hosts: the command line serves an integration (``echomq metrics serve``), and the framework
+#: integrations' test mode puts each test on a Redis of its own (``testing.isolation``). The
+#: framework integrations' worker commands are ``echomq worker``, from the layer below both
+#: (``echomq.processes``), never from ``cli``. Module cycles stay refused (test_no_import_cycles).
 PEER_IMPORTS = {("echomq.worker", "echomq.queue"), ("echomq.worker", "echomq.schedule"),
-                ("echomq.cli", "echomq.contrib"), ("echomq.contrib", "echomq.cli"),
-                ("echomq.contrib", "echomq.testing")}
+                ("echomq.cli", "echomq.contrib"), ("echomq.contrib", "echomq.testing")}
 
 MAX_MODULE_LINES = 400
 
@@ -175,16 +175,38 @@ def test_no_module_grows_past_its_size() -> None:
     assert {name: size for name, size in sizes.items() if size > MAX_MODULE_LINES} == {}
 
 
+def test_the_integrations_never_import_the_command_line() -> None:
+    """The worker command's code that Django's and Flask's commands share lives below both."""
+    graph = import_graph()
+    arrows = sorted(f"{source} imports {target}" for source, targets in graph.items()
+                    if source.startswith("echomq.contrib")
+                    for target in targets if target == "echomq.cli" or target.startswith("echomq.cli."))
+    assert arrows == []
+    assert {"echomq.processes.command", "echomq.processes.arguments"} <= \
+        graph["echomq.contrib.django.management.commands.echomq_worker"] | graph["echomq.contrib.flask.commands"]
+
+
+def test_the_worker_processes_use_no_host() -> None:
+    graph = import_graph()
+    assert [f"{source} imports {target}" for source, targets in sorted(graph.items())
+            if source.startswith("echomq.processes") for target in sorted(targets)
+            if layer_of(target)[0] >= layer_of("echomq.cli")[0]] == []
+
+
 def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     bad = {
         "echomq.protocol.keys": {"echomq.worker.worker"},   # wrong way
         "echomq.events.queue_events": {"echomq.queue.job"},  # a peer it may not use
+        "echomq.contrib.flask.commands": {"echomq.cli.worker"},  # the arrow that ran back up
+        "echomq.processes.command": {"echomq.contrib.django"},  # below the hosts
         "echomq.queue.job": {"echomq.queue.admin"},
         "echomq.queue.admin": {"echomq.queue.job"},          # a cycle
         "echomq.worker.worker": {"echomq.schedule.scheduler", "echomq.queue.job"},  # allowed
     }
     assert wrong_way_imports(bad) == [
+        "echomq.contrib.flask.commands imports echomq.cli.worker: echomq.contrib may not use echomq.cli",
         "echomq.events.queue_events imports echomq.queue.job: echomq.events may not use echomq.queue",
+        "echomq.processes.command (processes) imports echomq.contrib.django (hosts)",
         "echomq.protocol.keys (protocol) imports echomq.worker.worker (subsystems)",
     ]
     assert cycles(bad) == [["echomq.queue.admin", "echomq.queue.job"]]

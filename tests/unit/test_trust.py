@@ -38,8 +38,9 @@ FORBIDDEN_CALLS = frozenset({"eval", "exec", "compile", "__import__"})
 #: or from the command line the operator typed.
 IMPORTLIB_ALLOWED = {
     "echomq/__init__.py": "lazy public names: the module comes from the literal _EXPORTS table",
-    "echomq/cli/worker.py": "`echomq worker --processor/--app MODULE:NAME` imports the module the operator typed "
-                            "on the command line (never a name read from Redis): loading it is the command's job",
+    "echomq/processes/loading.py": "`echomq worker --processor/--app/--listener MODULE:NAME` imports the module "
+                                   "the operator typed on the command line (never a name read from Redis): "
+                                   "loading it is the command's job",
     "echomq/testing/__init__.py": "lazy public names: the module comes from the literal _EXPORTS table",
 }
 

@@ -1,7 +1,7 @@
 """``flask echomq worker`` and ``flask echomq schedules``: the ``echomq`` command group that
 ``init_app`` adds to an app's CLI.
 
-``worker`` is ``echomq worker`` (echomq/cli/worker.py) with the app supplying the registry, the
+``worker`` is ``echomq worker`` (``echomq.processes``, the command both share) with the app supplying the registry, the
 connection, the prefix, ``ECHOMQ_LISTENERS`` and ``ECHOMQ_WORKER_NAME``: its arguments go through
 untouched to the same argparse parser, so the two commands take the same options and print the
 same help; each worker process re-creates the declared schedules Redis lost. ``schedules``
@@ -20,8 +20,8 @@ import flask
 import redis
 from flask.cli import AppGroup
 
-from ...cli.worker import add_worker_arguments
 from ...errors import EchoMQError
+from ...processes.arguments import add_worker_arguments
 from ..host.project import failure_message
 from .state import AppState
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
-from ...cli.worker import run_worker as run_worker_command
 from ...clock import system_clock
 from ...errors import EchoMQError
+from ...processes.command import run_worker as run_worker_command
 from ...registry import ConnectionChoice, ConnectionSource, Defer, JobContext, JobRegistry
 from ...testing import isolation
 from ...transport.connection import is_fake
@@ -131,7 +130,6 @@ class Project:
                    child_setup: Callable[[], None] | None = None) -> int:
         """``echomq worker`` for the registry, with the settings' listeners and worker name and
         a keeper of the declared schedules in each worker process; its exit status."""
-        listeners: list[Any] = [item() if isinstance(item, type) else item for item in settings.listeners]
         keeper = self.keeper(settings)
 
         def setup() -> None:  # in each worker process (the command's own without --processes)
@@ -142,7 +140,7 @@ class Project:
 
         try:
             return run_worker_command(args, registry=self.registry, child_setup=setup,
-                                      listeners=[*listeners, *([keeper] if keeper else [])],
+                                      listeners=[*settings.listeners, *([keeper] if keeper else [])],
                                       name=settings.worker_name)
         finally:
             if keeper is not None:

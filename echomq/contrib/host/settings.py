@@ -27,9 +27,9 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from ...cli.worker import StartupError, load_object
 from ...clock import system_clock
 from ...errors import InvalidInputError, InvalidJobOptionsError, InvalidScheduleError
+from ...processes.loading import StartupError, load_object
 from ...protocol.keys import DEFAULT_PREFIX, validate_prefix, validate_queue_name
 from ...protocol.limits import DataLimits
 from ...protocol.options import dumps_json, encode_job_options

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand  # type: ignore[import-untyped]
 
-from .....cli.worker import add_worker_arguments
+from .....processes.arguments import add_worker_arguments
 from ... import conf
 from ...database import forget_inherited_connections
 from ...registration import get_project

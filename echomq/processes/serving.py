@@ -1,15 +1,18 @@
-"""One worker process of ``echomq worker``: its Workers, the signals it obeys, and when it ends.
+"""One worker process of ``echomq worker``: its Workers, what stops it, and when it ends.
 
 The same loop runs in the command's own process (``--processes 1``) and in each child a
 supervisor forks. The process's main thread only watches: each Worker runs in a thread of its
 own (``Worker.run``, one per queue) and the main thread waits on a ``SignalInbox``, which the
-signal handlers, a recycle limit reached and a Worker that ended all wake. Signal handlers
-only record the signal (no lock is ever taken inside one); what it means is decided here:
+signal handlers, the supervisor's lifeline, a recycle limit reached and a Worker that ended all
+wake (signals.py). What each signal means is ``StopRule``'s to say:
 
-* the first SIGTERM (or SIGINT) closes every Worker at once, in parallel, each with
-  ``--shutdown-timeout``: running jobs finish, those still running at the deadline stay active
-  and the stalled check hands them out again (docs/worker.md, "Shutdown");
-* a second one ends the process at once (status 1), leaving its jobs to the stalled check;
+* a graceful stop (the first SIGTERM or SIGINT, the supervisor's request, the supervisor's
+  death) closes every Worker at once, in parallel, each with ``--shutdown-timeout``: running
+  jobs finish, those still running at the deadline stay active and the stalled check hands them
+  out again (docs/worker.md, "Shutdown");
+* the same signal again at once, from the same sender, is the same stop delivered twice and
+  changes nothing; a deliberate second one (later, or from someone else) and SIGQUIT end the
+  process at once (status 1), leaving its jobs to the stalled check;
 * ``--max-jobs-per-child`` and ``--max-memory-per-child`` close it the same graceful way and
   end it with ``RECYCLE_STATUS``, which tells the supervisor to start a fresh process;
 * with ``--burst`` each Worker returns once its queue is idle; when a round of them finished
@@ -19,19 +22,16 @@ only record the signal (no lock is ever taken inside one); what it means is deci
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import select
-import signal
-import socket
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..worker.listeners import WorkerListener
 from ..worker.worker import Worker
+from .signals import Lifeline, Meaning, SignalInbox, StopRule, forced_by
 
 log = logging.getLogger(__name__)
 
@@ -47,79 +47,6 @@ FORCED_STATUS = 1
 
 #: How often the main thread looks at memory and at its Workers when nothing woke it.
 WATCH_S = 0.5
-
-
-class SignalInbox:
-    """Signals recorded by their handlers and a socket that wakes ``wait()`` when one comes.
-
-    The handler appends the signal number to a list and the interpreter writes a byte to the
-    wakeup socket (``signal.set_wakeup_fd``), so the main thread sleeping in ``wait`` wakes at
-    once, with no polling and no lock taken in a handler. ``poke()`` wakes it from any thread.
-    Install and restore from the main thread only (signal handlers live there)."""
-
-    def __init__(self, handled: Iterable[int], ignored: Iterable[int] = ()) -> None:
-        self.handled = tuple(handled)
-        self.ignored = tuple(ignored)
-        self.count = 0
-        self._received: list[int] = []
-        self._reader, self._writer = socket.socketpair()
-        for end in (self._reader, self._writer):
-            end.setblocking(False)
-        self._previous: dict[int, Any] = {}
-        self._previous_fd: int | None = None
-
-    def _record(self, signum: int, _frame: object) -> None:
-        self.count += 1
-        self._received.append(signum)
-
-    def install(self) -> SignalInbox:
-        for signum in (*self.handled, *self.ignored):
-            self._previous[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._record if signum in self.handled else signal.SIG_IGN)
-        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
-        return self
-
-    def take(self) -> list[int]:
-        """The signals received since the last call, oldest first."""
-        received, self._received = self._received, []
-        return received
-
-    def give(self, signums: Iterable[int]) -> None:
-        """Count ``signums`` as received (a forked child keeps what reached it before its own
-        handlers were in place)."""
-        for signum in signums:
-            if signum in self.handled:
-                self._record(signum, None)
-
-    def wait(self, timeout: float) -> None:
-        """Sleep until a signal, a ``poke`` or ``timeout`` seconds."""
-        if self._received:
-            return
-        readable, _, _ = select.select([self._reader], [], [], max(0.0, timeout))
-        if readable:
-            try:
-                while self._reader.recv(4096):
-                    pass
-            except (BlockingIOError, InterruptedError):
-                pass
-
-    def poke(self) -> None:
-        with contextlib.suppress(OSError):  # a full buffer already holds a wake-up; a closed one has no waiter
-            self._writer.send(b"\0")
-
-    def restore(self) -> None:
-        """Put back the handlers and wakeup fd found at ``install`` and close the sockets."""
-        if self._previous_fd is not None:
-            signal.set_wakeup_fd(self._previous_fd)
-            self._previous_fd = None
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
-        self.close()
-
-    def close(self) -> None:
-        self._reader.close()
-        self._writer.close()
 
 
 class RecycleWatch(WorkerListener):
@@ -184,22 +111,28 @@ WorkerFactory = Callable[[Sequence[WorkerListener]], list[Worker]]
 
 
 class WorkerProcess:
-    """The Workers of one process and the watch over them (see the module doc)."""
+    """The Workers of one process and the watch over them (see the module doc). ``listeners``
+    are told by every Worker of the process; ``lifeline`` links a supervisor's process to it."""
 
     def __init__(self, build: WorkerFactory, inbox: SignalInbox, *, burst: bool, shutdown_timeout: float,
-                 max_jobs: int | None, max_memory_mib: int | None) -> None:
+                 max_jobs: int | None, max_memory_mib: int | None, listeners: Sequence[WorkerListener] = (),
+                 lifeline: Lifeline | None = None) -> None:
         self._build = build
         self.inbox = inbox
         self.burst = burst
         self.shutdown_timeout = shutdown_timeout
+        self.listeners = list(listeners)
+        self.lifeline = lifeline
+        self.rule = StopRule()
         self.recycle = RecycleWatch(max_jobs, max_memory_mib, inbox.poke) if max_jobs or max_memory_mib else None
+        self._repeat_told = False
 
     def build(self) -> list[Worker]:
-        return self._build([self.recycle] if self.recycle else [])
+        return self._build([*self.listeners, *([self.recycle] if self.recycle else [])])
 
     def serve(self, workers: list[Worker]) -> int:
-        """Run ``workers`` (built by ``build``) until a signal, a recycle, or an idle burst
-        round; return the process's exit status."""
+        """Run ``workers`` (built by ``build``) until a stop, a recycle, or an idle burst round;
+        return the process's exit status."""
         while True:
             finished, status = self._watch(workers, self._start(workers))
             if status is not None:
@@ -227,11 +160,35 @@ class WorkerProcess:
         finally:
             self.inbox.poke()
 
+    def _stop_asked(self) -> tuple[str, bool] | None:
+        """(why, at once) when a signal, the supervisor or its absence says to stop; None else.
+        A stop signal repeated (StopRule) is told once and changes nothing."""
+        asked: tuple[str, bool] | None = None
+        for received in self.inbox.take():
+            meaning = self.rule.meaning(received)
+            if meaning is Meaning.FORCE:
+                return forced_by(received), True
+            if meaning is Meaning.STOP and asked is None:
+                asked = received.described(), False
+            elif meaning is Meaning.REPEAT and not self._repeat_told:
+                self._repeat_told = True
+                log.info("worker process %d: %s again: the same stop delivered twice (a signal to the whole "
+                         "process group, `timeout`); still stopping gracefully", os.getpid(), received.described())
+        if self.lifeline is not None:
+            why = self.lifeline.look(self.inbox)
+            if why is not None and asked is None:
+                asked = why, False
+        return asked
+
     def _watch(self, workers: list[Worker], threads: list[threading.Thread]) -> tuple[int, int | None]:
         """Wait until the round ends by itself (jobs finished, None) or is ended (a status)."""
         while True:
-            if self.inbox.take():
-                return 0, self._close(workers, threads, "stopping on signal", 0)
+            asked = self._stop_asked()
+            if asked is not None:
+                why, at_once = asked
+                if at_once:
+                    return 0, self._forced(workers, why)
+                return 0, self._close(workers, threads, f"stopping: {why}", 0)
             if self.recycle is not None:
                 self.recycle.check_memory()
                 if self.recycle.reason is not None:
@@ -243,9 +200,9 @@ class WorkerProcess:
             self.inbox.wait(WATCH_S)
 
     def _close(self, workers: list[Worker], threads: list[threading.Thread], reason: str, status: int) -> int:
-        """Close every Worker at once, each within the shutdown timeout. A second signal (this
-        process's second, counting the one that began the stop) ends it at once with
-        FORCED_STATUS; the first one during a recycle changes nothing, the stop is under way."""
+        """Close every Worker at once, each within the shutdown timeout. A signal that forces
+        the stop (StopRule) ends it at once with FORCED_STATUS; anything else that asks to stop
+        meanwhile changes nothing, the stop is under way."""
         log.info("worker process %d %s (closing %d worker(s), up to %s s)", os.getpid(), reason, len(workers),
                  f"{self.shutdown_timeout:g}")
         closers = [threading.Thread(target=worker.close, args=(self.shutdown_timeout,), daemon=True,
@@ -253,13 +210,16 @@ class WorkerProcess:
         for closer in closers:
             closer.start()
         while any(thread.is_alive() for thread in (*closers, *threads)):
-            self.inbox.take()
-            if self.inbox.count >= 2:  # the one that began this stop and another (a recycle began without)
-                running = sum(len(worker.locks.snapshot()) for worker in workers)
-                log.warning("worker process %d: second signal, stopping at once; %d running job(s) are left to "
-                            "the stalled check", os.getpid(), running)
-                return FORCED_STATUS
+            asked = self._stop_asked()
+            if asked is not None and asked[1]:
+                return self._forced(workers, asked[0])
             self.inbox.wait(0.1)
         if any(worker.failure is not None for worker in workers) and status == 0:
             return 1
         return status
+
+    def _forced(self, workers: list[Worker], why: str) -> int:
+        running = sum(len(worker.locks.snapshot()) for worker in workers)
+        log.warning("worker process %d: %s: stopping at once; %d running job(s) are left to the stalled check",
+                    os.getpid(), why, running)
+        return FORCED_STATUS

@@ -1,8 +1,8 @@
 """``echomq worker --processes N``: a parent that forks N worker processes and keeps them running.
 
 The parent holds no thread, no Redis connection and no Worker: it forks, waits for signals and
-for its children's deaths (SIGCHLD wakes it through the same ``SignalInbox`` the workers use),
-and decides. Each child makes every connection of its own after the fork (``child`` builds its
+for its children's deaths (SIGCHLD, taken with the other signals by a ``SenderAwareInbox``, which
+knows who sent each), and decides. Each child makes every connection of its own after the fork (``child`` builds its
 Workers there; a ``JobRegistry`` builds its client once per process), so no socket is shared.
 
 * A child that dies (killed, crashed, or exited unasked) is replaced after an exponential
@@ -12,12 +12,18 @@ Workers there; a ``JobRegistry`` builds its client once per process), so no sock
   closed gracefully and is replaced at once.
 * With ``--burst`` a child that ends with 0 found its queues idle; it is not replaced, and the
   parent exits 0 once every child has.
-* The first SIGTERM or SIGINT sends SIGTERM to every child (each closes its Workers within
-  ``--shutdown-timeout``; a child still there ``STOP_MARGIN_S`` later is killed) and the parent
-  exits 0 once they are gone. A second signal kills them at once (exit 1): their running jobs
-  stay active and the stalled check of any worker hands them out again. The children ignore
-  SIGINT, so a terminal's Ctrl-C, sent to the whole process group, reaches them through the
-  parent only.
+* The first SIGTERM or SIGINT (signals.py says which signal counts as what) asks every child
+  to stop through its lifeline, a pipe of its own, never with a signal: each closes its Workers
+  within ``--shutdown-timeout`` (a child still there ``STOP_MARGIN_S`` later is killed) and the
+  parent exits 0 once they are gone. A signal to the whole process group reaches the children
+  directly too, and the stop it asks for is the same one. A deliberate second signal, or
+  SIGQUIT, kills them at once (exit 1): their running jobs stay active and the stalled check of
+  any worker hands them out again. The children ignore SIGINT, so a terminal's Ctrl-C, sent to
+  the whole process group, reaches them through the parent only.
+* A child notices its parent's death (the lifeline's end-of-file, Linux's parent-death signal,
+  its parent pid changing) and stops the same graceful way: no child outlives its supervisor by
+  more than the time its running jobs take to finish, within ``--shutdown-timeout``; an idle
+  one exits at once.
 * A child that could not start (``BOOT_FAILED_STATUS``) would fail again: the parent stops them
   all and exits 1.
 """
@@ -32,7 +38,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .serving import BOOT_FAILED_STATUS, FORCED_STATUS, RECYCLE_STATUS, SignalInbox
+from .serving import BOOT_FAILED_STATUS, FORCED_STATUS, RECYCLE_STATUS
+from .signals import FORCE_SIGNAL, Lifeline, Meaning, Received, SenderAwareInbox, StopRule, forced_by
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +53,10 @@ HEALTHY_S = 60.0
 #: close returns within about a second past its timeout, docs/worker.md).
 STOP_MARGIN_S = 3.0
 
-#: Runs in a forked child and returns its exit status (it must never return into the parent's code).
-ChildMain = Callable[[SignalInbox], int]
+#: Runs in a forked child and returns its exit status (it must never return into the parent's code):
+#: it is given the parent's inbox (to close, and the stops it recorded), its lifeline and its
+#: place in the pool (1..N).
+ChildMain = Callable[[SenderAwareInbox, Lifeline, int], int]
 
 
 @dataclass
@@ -80,7 +89,9 @@ class Supervisor:
         self.burst = burst
         self.slots = [_Slot(index) for index in range(processes)]
         self.children: dict[int, _Slot] = {}
-        self.inbox = SignalInbox((signal.SIGTERM, signal.SIGINT, signal.SIGCHLD))
+        self.lifelines: dict[int, int] = {}  # child pid -> the write end of its lifeline
+        self.inbox = SenderAwareInbox((signal.SIGTERM, signal.SIGINT, FORCE_SIGNAL, signal.SIGCHLD))
+        self.rule = StopRule()
         self.stopping = False
         self.kill_at: float | None = None
         self.status = 0
@@ -93,9 +104,9 @@ class Supervisor:
                 self._spawn(slot)
             while self.children or any(slot.restart_at is not None for slot in self.slots):
                 self.inbox.wait(self._next_wake())
-                for signum in self.inbox.take():
-                    if signum != signal.SIGCHLD:
-                        self._on_stop_signal(signum)
+                for received in self.inbox.take():
+                    if received.signum != signal.SIGCHLD:
+                        self._on_stop_signal(received)
                 self._reap()
                 self._restart_due()
                 if self.kill_at is not None and time.monotonic() >= self.kill_at and self.children:
@@ -105,6 +116,9 @@ class Supervisor:
                     self.kill_at = None
         finally:
             self.inbox.restore()
+            for lifeline in self.lifelines.values():
+                os.close(lifeline)
+            self.lifelines.clear()
         return self.status
 
     def _next_wake(self) -> float:
@@ -117,27 +131,46 @@ class Supervisor:
     def _spawn(self, slot: _Slot) -> None:
         slot.restart_at = None
         slot.started_at = time.monotonic()
-        pid = os.fork()
+        supervisor = os.getpid()
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had (EAGAIN, ENOMEM): nothing of this attempt stays open
+            os.close(read_end)
+            os.close(write_end)
+            raise
         if pid == 0:  # the child: run, then leave without ever returning into the parent's stack
             status = 1
             try:
-                status = self.child(self.inbox)
+                os.close(write_end)
+                for other in self.lifelines.values():  # the other children's: their EOF is their parent's death
+                    os.close(other)
+                status = self.child(self.inbox, Lifeline(read_end, supervisor), slot.index + 1)
             except BaseException:  # whatever ends the child is logged; its status says it died
                 log.exception("worker process %d failed", os.getpid())
             finally:
                 for handler in logging.getLogger().handlers:
                     handler.flush()
                 os._exit(status)
+        os.close(read_end)
         self.children[pid] = slot
+        self.lifelines[pid] = write_end
 
-    def _on_stop_signal(self, signum: int) -> None:
-        name = signal.Signals(signum).name
-        if not self.stopping:
-            self._begin_stop(f"{name}: stopping {len(self.children)} worker process(es) within "
+    def _on_stop_signal(self, received: Received) -> None:
+        meaning = self.rule.meaning(received)
+        if meaning is Meaning.STOP and not self.stopping:
+            self._begin_stop(f"{received.described()}: stopping {len(self.children)} worker process(es) within "
                              f"{self.shutdown_timeout:g} s")
             return
-        log.warning("second %s: killing %d worker process(es) at once; their running jobs are left to the "
-                    "stalled check", name, len(self.children))
+        if meaning is not Meaning.FORCE:  # the first during a stop under way, or the same one delivered twice
+            log.info("%s: the stop is under way (a signal to the whole process group reaches every process; "
+                     "`timeout` signals twice); a later one, or SIGQUIT, stops at once", received.described())
+            return
+        log.warning("%s: killing %d worker process(es) at once; their running jobs are left to the stalled check",
+                    forced_by(received), len(self.children))
+        self.stopping = True
+        for slot in self.slots:
+            slot.restart_at = None
         self._signal_children(signal.SIGKILL)
         self.kill_at = None
         self.status = FORCED_STATUS
@@ -147,7 +180,11 @@ class Supervisor:
         self.stopping = True
         for slot in self.slots:
             slot.restart_at = None
-        self._signal_children(signal.SIGTERM)
+        for pid, lifeline in self.lifelines.items():
+            try:
+                os.write(lifeline, Lifeline.STOP)
+            except OSError as exc:  # it died meanwhile (EPIPE): the next reap collects it
+                log.debug("worker process %d did not take the stop request: %s", pid, exc)
         self.kill_at = time.monotonic() + self.shutdown_timeout + STOP_MARGIN_S
 
     def _signal_children(self, signum: int) -> None:
@@ -164,6 +201,9 @@ class Supervisor:
             if pid == 0:
                 return
             slot = self.children.pop(pid, None)
+            lifeline = self.lifelines.pop(pid, None)
+            if lifeline is not None:
+                os.close(lifeline)
             if slot is not None:
                 self._child_ended(pid, slot, os.waitstatus_to_exitcode(wait_status))
 
