@@ -9,8 +9,14 @@ BullMQ's consumer where BullMQ loses or hides events (docs/protocol.md §5.3):
 - reads are batched with a bounded COUNT; the cursor advances entry by entry, and after a lost
   connection the reader reconnects (capped exponential backoff with jitter) and resumes from it;
 - each read is pipelined behind an XINFO STREAM: when producers trimmed entries past our
-  cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``).
+  cursor before we read them, subscribers get a :class:`GapNotice` (see ``cursor``).
   Where the ACL refuses XINFO, the reader warns once and reads without it: no gap notices;
+- when the stream is replaced under the reader (a failover, a restart that lost data, a
+  stream deleted and written again), told by the server's identity at each connect (INFO:
+  run id, replication ids, role, address) and by the stream's counters at each read, the
+  reader settles with the new stream (``divergence``): one GapNotice naming the reason and
+  the events it delivered that the new stream does not hold, then every entry of the new
+  stream it never delivered, whatever its id, then on from there: no silent skip, no repeat;
 - ``close()`` unblocks the read (``transport.blocking``: CLIENT UNBLOCK from a second
   connection, else shutting the socket), so it returns in milliseconds instead of after the
   block, and disconnects every connection the reader opened. ``close(timeout)`` is a bound even
@@ -39,12 +45,32 @@ from ..transport.refusals import refusal
 from ..types import Subscriber
 from .cursor import StreamCursor, info_dict
 from .delivery import deliver
-from .settings import check_block_ms, check_count, check_handler
+from .divergence import (
+    IDENTITY_READS,
+    Change,
+    Divergence,
+    Reads,
+    ServerIdentity,
+    classify,
+    describe_change,
+    identity_from,
+    reason_of,
+    settle,
+)
+from .settings import check_block_ms, check_count, check_handler, check_history
 from .subscribers import Handler, Subscribers
 
 log = logging.getLogger(__name__)
 
 DEFAULT_COUNT = 1000
+#: How many delivered entries a reader remembers to compare with a stream that replaced the
+#: one it read: the stream's own default cap (``maxLenEvents``), so a divergence anywhere in
+#: a default stream is settled exactly.
+DEFAULT_HISTORY = 10_000
+
+#: Replies that mean the node we read stopped being the one to read (demoted, failing over,
+#: loading): the reader drops the socket and reconnects, as for a lost connection.
+_MOVED_ON = ("UNBLOCKED", "READONLY", "MASTERDOWN", "LOADING", "MOVED", "CLUSTERDOWN", "TRYAGAIN")
 
 
 class QueueEvents:
@@ -53,6 +79,8 @@ class QueueEvents:
     ``last_event_id``: ``"$"`` (only events written after ``start()``/``run()``), ``"0"`` (the
     whole stream as it is now, without a gap notice for what was trimmed before), or an entry
     id to resume after (e.g. :attr:`last_event_id` saved from a previous run).
+    ``history``: how many delivered entries it remembers to settle with a stream that replaced
+    the one it read (a failover, a restart; docs/events.md).
     Delivery order per event: the ``handler``, then subscribers in subscription order. Treat
     ``event_data`` as read-only: the same dict goes to every subscriber.
     """
@@ -67,9 +95,10 @@ class QueueEvents:
         block_ms: int = 5000,
         handler: Handler | None = None,
         count: int = DEFAULT_COUNT,
+        history: int = DEFAULT_HISTORY,
     ) -> None:
         self._keys = QueueKeys(queue_name, prefix)
-        self._position = StreamCursor(last_event_id)
+        self._position = StreamCursor(last_event_id, check_history(history))
         self.block_ms = check_block_ms(block_ms)
         self.count = check_count(count)
         check_handler(handler)
@@ -94,6 +123,8 @@ class QueueEvents:
 
         self._blocking: BlockingConnection | None = None
         self._xinfo_refused = False  # the ACL refuses XINFO STREAM: read without it, no gap notices
+        self._info_refused = False  # the ACL refuses INFO: servers are told apart by address only
+        self._resume_at: tuple[str, int | None] | None = None  # where a settlement goes on, once delivered
 
     # -- subscribers ------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -268,11 +299,18 @@ class QueueEvents:
                 except CONNECTION_ERRORS as exc:
                     if self._stop.is_set():
                         break
-                    self._drop_connection()
-                    delay = self._backoff.next_delay()
-                    log.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
-                                self.queue_name, exc, delay)
-                    self._stop.wait(delay)
+                    self._reconnect_later("connection lost", exc)
+                except redis.ResponseError as exc:
+                    if self._stop.is_set():
+                        break
+                    if not _moved_on(exc):
+                        delay = self._backoff.next_delay()
+                        log.exception("QueueEvents %r: read failed; retrying in %.2fs", self.queue_name, delay)
+                        self._stop.wait(delay)
+                        continue
+                    # The node was demoted or is failing over: its socket may keep reading a
+                    # replica, or a node that no longer serves the slot. Connect again.
+                    self._reconnect_later("the server stopped serving the stream", exc)
                 except Exception:
                     if self._stop.is_set():
                         break
@@ -285,12 +323,19 @@ class QueueEvents:
             if self._release_on_exit:
                 self._release()
 
+    def _reconnect_later(self, what: str, exc: BaseException) -> None:
+        self._drop_connection()
+        delay = self._backoff.next_delay()
+        log.warning("QueueEvents %r: %s (%s); reconnecting in %.2fs", self.queue_name, what, exc, delay)
+        self._stop.wait(delay)
+
     def run_once(self) -> int:
         """One read (blocking up to ``block_ms``) and the delivery of its entries; returns how many.
 
         Tests and hosts with their own loop step the reader with this (without ``start()``, the
         first call resolves ``"$"``); connection errors propagate to the caller (the loop turns
-        them into a reconnect with backoff).
+        them into a reconnect with backoff). When the stream was found replaced, the step
+        delivers the notice and the entries of the new stream the reader never had instead.
         """
         if self._closed:
             raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
@@ -300,7 +345,15 @@ class QueueEvents:
             self._guard.check("QueueEvents")
             self._guard.claim()
             self._connect()
-        info, entries = self._read()
+        if self._position.pending:
+            return self._deliver_pending()
+        info, missing, entries = self._read()
+        if self._position.replaced(info, missing=missing):
+            # The same server (or one we cannot tell from it) holds another stream.
+            reason = reason_of(Change.UNKNOWN, explicit_start=self._position.explicit_start)
+            server = self._position.server
+            self._settle(reason, describe_change(reason, server, server), server)
+            return self._deliver_pending()
         if info is not None:
             notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
             if notice is not None:
@@ -313,12 +366,85 @@ class QueueEvents:
     def _connect(self) -> None:
         blocking = self._blocking_connection()
         conn = blocking.connect()
-        if self._position.id is None:
-            try:
+        try:
+            if self._position.id is None:
                 self._resolve_tail(conn)
-            except BaseException:
-                blocking.drop()
-                raise
+            self._identify(conn)
+        except BaseException:
+            blocking.drop()
+            raise
+
+    # -- a stream replaced under the reader -------------------------------------------------
+    def _identify(self, conn: Any) -> None:
+        """Who serves the stream now; when it is another server than the one the cursor's
+        stream came from (a failover, a restart), settle with the stream it holds."""
+        identity = identity_from(_address(conn), self._run_reads(IDENTITY_READS, refused=self._info_refusal))
+        before = self._position.server
+        change = classify(before, identity)
+        if change in (Change.FAILOVER, Change.RESTART):
+            reason = reason_of(change, explicit_start=False)
+            self._settle(reason, describe_change(reason, before, identity), identity)
+        self._position.server = identity
+
+    def _info_refusal(self, exc: BaseException) -> None:
+        if isinstance(exc, NoPermissionError) and not self._info_refused:
+            self._info_refused = True
+            log.warning("QueueEvents %r: the ACL refuses INFO (%s): a failover or a restart under the reader is "
+                        "told by the server's address only; grant +info to tell them apart by run id",
+                        self.queue_name, exc)
+
+    def _settle(self, reason: Any, detail: str, server: ServerIdentity | None) -> None:
+        """Compare the new stream with what was delivered (``divergence.settle``), move the
+        cursor into it, tell the subscribers, and leave the entries to deliver pending."""
+        position = self._position
+        assert position.id is not None
+        divergence = Divergence(self.queue_name, self.events_key, position.id, position.history.entries(),
+                                position.history.evicted, reason, server, detail, self.count, position.anchor,
+                                position.retracted)
+        plan = settle(divergence)
+        try:
+            reads = next(plan)
+            while True:
+                reads = plan.send(self._run_reads(reads))
+        except StopIteration as done:
+            settlement = done.value
+        if settlement.notice is None:
+            return  # the new stream holds everything delivered, up to the cursor
+        position.apply(settlement)
+        self._resume_at = (settlement.cursor, settlement.index)
+        log.warning("QueueEvents %r: %s", self.queue_name, settlement.notice)
+        self._subscribers.deliver_gap(settlement.notice)
+
+    def _deliver_pending(self) -> int:
+        """Deliver what a settlement left to deliver, then stand where it said to go on."""
+        position = self._position
+        entries = position.pending
+        resume = self._resume_at
+        delivered = self._deliver(entries, remember=False)  # the settlement put them in the history
+        position.pending = entries[delivered:]
+        if not position.pending and resume is not None:
+            position.id, position.index = resume  # delivering entries below it moved nothing
+            self._resume_at = None
+        else:
+            position.index = None  # cut short by close(): where the new stream's count stands is unknown
+        self._backoff.reset()
+        return delivered
+
+    def _run_reads(self, reads: Reads, refused: Any = None) -> list[Any]:
+        """Send ``reads`` pipelined on the reader's socket; the replies in order, an error reply
+        as its exception (``refused(exc)`` is told of an ACL refusal)."""
+        assert self._blocking is not None
+        conn = self._blocking.conn
+        conn.send_packed_command(conn.pack_commands(list(reads)))
+        replies: list[Any] = []
+        for _ in reads:
+            try:
+                replies.append(conn.read_response())
+            except redis.ResponseError as exc:
+                if refused is not None:
+                    refused(exc)
+                replies.append(exc)
+        return replies
 
     def _resolve_tail(self, conn: Any) -> None:
         """Fix ``"$"`` from XINFO STREAM; where ACLs refuse XINFO, from the newest entry."""
@@ -337,7 +463,7 @@ class QueueEvents:
                     raise refusal(exc, "xinfo|stream", [self.events_key]) or exc from None
         assert self._blocking is not None
         newest = self._blocking.call("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
-        self._position.resolve_tail({"last-generated-id": newest[0][0]} if newest else None)
+        self._position.resolve_tail({"last-generated-id": newest[0][0], "last-entry": newest[0]} if newest else None)
 
     def _without_xinfo(self, exc: BaseException) -> bool:
         """When the ACL refuses the XINFO command (not the key: then XREAD is refused too), stop
@@ -355,17 +481,19 @@ class QueueEvents:
         if self._blocking is not None:
             self._blocking.drop()
 
-    def _read(self) -> tuple[dict[str, Any] | None, list[Any]]:
+    def _read(self) -> tuple[dict[str, Any] | None, bool, list[Any]]:
         """XINFO STREAM then XREAD, pipelined: one round trip, and the XINFO describes the
-        stream as it was just before the read (what the gap check needs)."""
+        stream as it was just before the read (what the gap check needs). Returns the XINFO
+        (None where there is none), whether it said the key does not exist, and the entries."""
         assert self._blocking is not None
         conn = self._blocking.conn
         cursor = self._position.id
         assert cursor is not None
         if self._stopping:
-            return None, []
+            return None, False, []
         read = ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor)
         info: dict[str, Any] | None = None
+        missing = False
         if self._xinfo_refused:
             conn.send_command(*read)
         else:
@@ -373,22 +501,39 @@ class QueueEvents:
             try:
                 info = info_dict(conn.read_response())
             except redis.ResponseError as exc:
-                if isinstance(exc, NoPermissionError):  # else: no stream yet
+                if isinstance(exc, NoPermissionError):
                     self._without_xinfo(exc)  # or the key is refused: so is the XREAD, told below
+                else:
+                    missing = "no such key" in str(exc).lower()
         try:
             reply = conn.read_response()
         except NoPermissionError as exc:
             raise refusal(exc, "xread", [self.events_key]) or exc from None
         if not reply:
-            return info, []
+            return info, missing, []
         if isinstance(reply, dict):
-            return info, next(iter(reply.values()))
-        return info, reply[0][1]
+            return info, missing, next(iter(reply.values()))
+        return info, missing, reply[0][1]
 
-    def _deliver(self, entries: list[Any]) -> int:
+    def _deliver(self, entries: list[Any], *, remember: bool = True) -> int:
         """Deliver a read's entries (``delivery.deliver``); stops after the current entry once
         close() was called."""
-        return deliver(entries, self._subscribers, self._position, self.queue_name, self._is_stopping)
+        return deliver(entries, self._subscribers, self._position, self.queue_name, self._is_stopping, remember)
 
     def _is_stopping(self) -> bool:
         return self._stopping
+
+
+def _moved_on(exc: BaseException) -> bool:
+    """True for a reply that means the node stopped serving the stream (see ``_MOVED_ON``)."""
+    message = str(exc)
+    return any(message.startswith(code) for code in _MOVED_ON) or type(exc).__name__ in ("ReadOnlyError", "MovedError")
+
+
+def _address(conn: Any) -> str | None:
+    """``host:port`` (or the socket path) the reader's connection went to, when it says."""
+    host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+    if host is not None and port is not None:
+        return f"{host}:{port}"
+    path = getattr(conn, "path", None)
+    return str(path) if path else None
