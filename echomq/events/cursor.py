@@ -23,53 +23,15 @@ it read (``divergence``), and the identity of the server they came from.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import InvalidInputError
 from ..protocol.codec import text
 from ..protocol.events import GapNotice, GapReason
+from .divergence import ServerIdentity, Settlement
+from .entries import REPLAY, Entry, info_dict, parse_stream_id, validate_start_id
 
-if TYPE_CHECKING:
-    from .divergence import ServerIdentity, Settlement
-
-#: One stream entry as the reader's connection returns it: ``[id, [field, value, ...]]``.
-Entry = Any
-
-# ASCII digits only (``\d`` also takes other scripts' digits, which Redis refuses), matched as a
-# whole (``$`` in a pattern would let a trailing newline through).
-_STREAM_ID = re.compile(r"([0-9]+)(?:-([0-9]+))?", re.ASCII)
-_REPLAY = ("0", "0-0")
-#: Both parts of a stream id are unsigned 64-bit integers in Redis.
-_MAX_ID_PART = 2**64 - 1
-
-
-def validate_start_id(value: Any) -> str:
-    """``"$"``, or an id Redis would take in XREAD: ``<ms>`` or ``<ms>-<seq>`` (``"0"`` replays).
-
-    ``">"`` is not one: it means "never delivered to this group" and only exists for consumer
-    groups, which QueueEvents does not use (docs/protocol.md §5.3).
-    """
-    if isinstance(value, str):
-        match = _STREAM_ID.fullmatch(value)
-        if value == "$" or (match and all(int(part) <= _MAX_ID_PART for part in match.groups() if part)):
-            return value
-    raise InvalidInputError(f"last_event_id {value!r} must be '$', '0' or a stream id like '1700000000000-0'")
-
-
-def parse_stream_id(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def info_dict(reply: Any) -> dict[str, Any]:
-    """An XINFO STREAM reply (flat list in RESP2, map in RESP3) as a dict with str keys."""
-    if isinstance(reply, dict):
-        return {text(k): v for k, v in reply.items()}
-    items = list(reply)
-    return {text(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
-
+__all__ = ["DeliveredHistory", "Entry", "StreamCursor", "info_dict", "parse_stream_id", "validate_start_id"]
 
 class DeliveredHistory:
     """The newest delivered entries (at least ``capacity`` of them), oldest first.
@@ -120,12 +82,12 @@ class StreamCursor:
     def __init__(self, start: str, history: int = 10_000) -> None:
         validate_start_id(start)
         self.id: str | None = None if start == "$" else start
-        self.index: int | None = 0 if start in _REPLAY else None
+        self.index: int | None = 0 if start in REPLAY else None
         # "0" asks for whatever the stream holds now: what was trimmed before is not a gap.
-        self._replaying_from_start = start in _REPLAY
+        self._replaying_from_start = start in REPLAY
         self._reported_deleted = (0, 0)
         #: The cursor came from the caller (a saved id): entries before it were never seen here.
-        self.explicit_start = start not in (*_REPLAY, "$")
+        self.explicit_start = start not in (*REPLAY, "$")
         self.history = DeliveredHistory(history, evicted=self.explicit_start)
         #: The entry at the cursor when the reader did not deliver it (the resolved "$", the
         #: place a settlement went on from): compared like a delivered one, never retracted.
@@ -136,7 +98,8 @@ class StreamCursor:
         self.pending: list[Entry] = []
         #: Delivered entries a settlement retracted (id -> fields), the newest ``history``.
         self.retracted: OrderedDict[str, Any] = OrderedDict()
-        self._seen: tuple[Any, ...] | None = None  # the stream's monotone counters, last read
+        # The stream's monotone counters, last read: entries-added, first entry, max deleted id.
+        self._seen: tuple[int | None, tuple[int, int] | None, tuple[int, int]] | None = None
         self._stream_seen = False  # the stream existed since the cursor was placed in it
 
     def resolve_tail(self, info: dict[str, Any] | None) -> None:
@@ -187,9 +150,9 @@ class StreamCursor:
         assert now is not None
         added_before, first_before, deleted_before = before
         added, first, deleted = now
-        return (added is not None and added_before is not None and added < added_before) \
-            or (first is not None and first_before is not None and first < first_before) \
-            or deleted < deleted_before
+        return bool((added is not None and added_before is not None and added < added_before)
+                    or (first is not None and first_before is not None and first < first_before)
+                    or deleted < deleted_before)
 
     def apply(self, settlement: Settlement) -> None:
         """Move the cursor into the stream a settlement read (``divergence.settle``); its

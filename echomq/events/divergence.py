@@ -48,8 +48,8 @@ from typing import Any
 
 from ..protocol.codec import text
 from ..protocol.events import GapNotice, GapReason, decode_entry
-from .cursor import Entry, info_dict
-from .cursor import parse_stream_id as stream_id
+from .entries import Entry, info_dict
+from .entries import parse_stream_id as stream_id
 
 #: The commands of one round trip, pipelined in order; the replies come back in a list (an
 #: error reply as the exception instance, in its slot).

@@ -35,30 +35,18 @@ import time
 from typing import Any
 
 import redis
-from redis.exceptions import NoPermissionError
 
 from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..transport.blocking import BlockingConnection
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard, without_retries
-from ..transport.refusals import refusal
 from ..types import Subscriber
-from .cursor import StreamCursor, info_dict
+from .cursor import StreamCursor
 from .delivery import deliver
-from .divergence import (
-    IDENTITY_READS,
-    Change,
-    Divergence,
-    Reads,
-    ServerIdentity,
-    classify,
-    describe_change,
-    identity_from,
-    reason_of,
-    settle,
-)
+from .reads import StreamReads
 from .settings import check_block_ms, check_count, check_handler, check_history
 from .subscribers import Handler, Subscribers
+from .switches import StreamSwitches
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +110,9 @@ class QueueEvents:
         self._backoff = Backoff(cap=2.0)
 
         self._blocking: BlockingConnection | None = None
-        self._xinfo_refused = False  # the ACL refuses XINFO STREAM: read without it, no gap notices
-        self._info_refused = False  # the ACL refuses INFO: servers are told apart by address only
-        self._resume_at: tuple[str, int | None] | None = None  # where a settlement goes on, once delivered
+        self._reads = StreamReads(queue_name, self.events_key)
+        self._switches = StreamSwitches(self.queue_name, self.events_key, self._position, self._subscribers,
+                                        page=self.count)
 
     # -- subscribers ------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -347,12 +335,12 @@ class QueueEvents:
             self._connect()
         if self._position.pending:
             return self._deliver_pending()
-        info, missing, entries = self._read()
+        if self._stopping:
+            return 0
+        assert self._blocking is not None and self._position.id is not None
+        info, missing, entries = self._reads.read(self._blocking.conn, self._position.id, self.count, self.block_ms)
         if self._position.replaced(info, missing=missing):
-            # The same server (or one we cannot tell from it) holds another stream.
-            reason = reason_of(Change.UNKNOWN, explicit_start=self._position.explicit_start)
-            server = self._position.server
-            self._settle(reason, describe_change(reason, server, server), server)
+            self._switches.replaced_in_place(self._blocking.conn)
             return self._deliver_pending()
         if info is not None:
             notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
@@ -368,152 +356,20 @@ class QueueEvents:
         conn = blocking.connect()
         try:
             if self._position.id is None:
-                self._resolve_tail(conn)
-            self._identify(conn)
+                self._reads.resolve_tail(blocking, self._position)
+            self._switches.identify(conn)
         except BaseException:
             blocking.drop()
             raise
-
-    # -- a stream replaced under the reader -------------------------------------------------
-    def _identify(self, conn: Any) -> None:
-        """Who serves the stream now; when it is another server than the one the cursor's
-        stream came from (a failover, a restart), settle with the stream it holds."""
-        identity = identity_from(_address(conn), self._run_reads(IDENTITY_READS, refused=self._info_refusal))
-        before = self._position.server
-        change = classify(before, identity)
-        if change in (Change.FAILOVER, Change.RESTART):
-            reason = reason_of(change, explicit_start=False)
-            self._settle(reason, describe_change(reason, before, identity), identity)
-        self._position.server = identity
-
-    def _info_refusal(self, exc: BaseException) -> None:
-        if isinstance(exc, NoPermissionError) and not self._info_refused:
-            self._info_refused = True
-            log.warning("QueueEvents %r: the ACL refuses INFO (%s): a failover or a restart under the reader is "
-                        "told by the server's address only; grant +info to tell them apart by run id",
-                        self.queue_name, exc)
-
-    def _settle(self, reason: Any, detail: str, server: ServerIdentity | None) -> None:
-        """Compare the new stream with what was delivered (``divergence.settle``), move the
-        cursor into it, tell the subscribers, and leave the entries to deliver pending."""
-        position = self._position
-        assert position.id is not None
-        divergence = Divergence(self.queue_name, self.events_key, position.id, position.history.entries(),
-                                position.history.evicted, reason, server, detail, self.count, position.anchor,
-                                position.retracted)
-        plan = settle(divergence)
-        try:
-            reads = next(plan)
-            while True:
-                reads = plan.send(self._run_reads(reads))
-        except StopIteration as done:
-            settlement = done.value
-        if settlement.notice is None:
-            return  # the new stream holds everything delivered, up to the cursor
-        position.apply(settlement)
-        self._resume_at = (settlement.cursor, settlement.index)
-        log.warning("QueueEvents %r: %s", self.queue_name, settlement.notice)
-        self._subscribers.deliver_gap(settlement.notice)
-
-    def _deliver_pending(self) -> int:
-        """Deliver what a settlement left to deliver, then stand where it said to go on."""
-        position = self._position
-        entries = position.pending
-        resume = self._resume_at
-        delivered = self._deliver(entries, remember=False)  # the settlement put them in the history
-        position.pending = entries[delivered:]
-        if not position.pending and resume is not None:
-            position.id, position.index = resume  # delivering entries below it moved nothing
-            self._resume_at = None
-        else:
-            position.index = None  # cut short by close(): where the new stream's count stands is unknown
-        self._backoff.reset()
-        return delivered
-
-    def _run_reads(self, reads: Reads, refused: Any = None) -> list[Any]:
-        """Send ``reads`` pipelined on the reader's socket; the replies in order, an error reply
-        as its exception (``refused(exc)`` is told of an ACL refusal)."""
-        assert self._blocking is not None
-        conn = self._blocking.conn
-        conn.send_packed_command(conn.pack_commands(list(reads)))
-        replies: list[Any] = []
-        for _ in reads:
-            try:
-                replies.append(conn.read_response())
-            except redis.ResponseError as exc:
-                if refused is not None:
-                    refused(exc)
-                replies.append(exc)
-        return replies
-
-    def _resolve_tail(self, conn: Any) -> None:
-        """Fix ``"$"`` from XINFO STREAM; where ACLs refuse XINFO, from the newest entry."""
-        if not self._xinfo_refused:
-            conn.send_command("XINFO", "STREAM", self.events_key)
-            try:
-                self._position.resolve_tail(info_dict(conn.read_response()))
-                return
-            except redis.ResponseError as exc:
-                if "no such key" in str(exc).lower():
-                    self._position.resolve_tail(None)
-                    return
-                if not isinstance(exc, NoPermissionError):
-                    log.warning("QueueEvents %r: XINFO STREAM failed (%s): no gap notices", self.queue_name, exc)
-                elif not self._without_xinfo(exc):
-                    raise refusal(exc, "xinfo|stream", [self.events_key]) or exc from None
-        assert self._blocking is not None
-        newest = self._blocking.call("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
-        self._position.resolve_tail({"last-generated-id": newest[0][0], "last-entry": newest[0]} if newest else None)
-
-    def _without_xinfo(self, exc: BaseException) -> bool:
-        """When the ACL refuses the XINFO command (not the key: then XREAD is refused too), stop
-        asking, with one WARNING; True if so."""
-        if "xinfo" not in str(exc).lower():
-            return False
-        if not self._xinfo_refused:
-            self._xinfo_refused = True
-            log.warning("QueueEvents %r: the ACL refuses XINFO STREAM (%s): reading without it, so trimmed "
-                        "entries are not reported as gap notices; grant +xinfo|stream for them",
-                        self.queue_name, exc)
-        return True
 
     def _drop_connection(self) -> None:
         if self._blocking is not None:
             self._blocking.drop()
 
-    def _read(self) -> tuple[dict[str, Any] | None, bool, list[Any]]:
-        """XINFO STREAM then XREAD, pipelined: one round trip, and the XINFO describes the
-        stream as it was just before the read (what the gap check needs). Returns the XINFO
-        (None where there is none), whether it said the key does not exist, and the entries."""
-        assert self._blocking is not None
-        conn = self._blocking.conn
-        cursor = self._position.id
-        assert cursor is not None
-        if self._stopping:
-            return None, False, []
-        read = ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor)
-        info: dict[str, Any] | None = None
-        missing = False
-        if self._xinfo_refused:
-            conn.send_command(*read)
-        else:
-            conn.send_packed_command(conn.pack_commands([("XINFO", "STREAM", self.events_key), read]))
-            try:
-                info = info_dict(conn.read_response())
-            except redis.ResponseError as exc:
-                if isinstance(exc, NoPermissionError):
-                    self._without_xinfo(exc)  # or the key is refused: so is the XREAD, told below
-                else:
-                    missing = "no such key" in str(exc).lower()
-        try:
-            reply = conn.read_response()
-        except NoPermissionError as exc:
-            raise refusal(exc, "xread", [self.events_key]) or exc from None
-        if not reply:
-            return info, missing, []
-        if isinstance(reply, dict):
-            return info, missing, next(iter(reply.values()))
-        return info, missing, reply[0][1]
+    def _deliver_pending(self) -> int:
+        delivered = self._switches.deliver_pending(lambda entries: self._deliver(entries, remember=False))
+        self._backoff.reset()
+        return delivered
 
     def _deliver(self, entries: list[Any], *, remember: bool = True) -> int:
         """Deliver a read's entries (``delivery.deliver``); stops after the current entry once
@@ -529,11 +385,3 @@ def _moved_on(exc: BaseException) -> bool:
     message = str(exc)
     return any(message.startswith(code) for code in _MOVED_ON) or type(exc).__name__ in ("ReadOnlyError", "MovedError")
 
-
-def _address(conn: Any) -> str | None:
-    """``host:port`` (or the socket path) the reader's connection went to, when it says."""
-    host, port = getattr(conn, "host", None), getattr(conn, "port", None)
-    if host is not None and port is not None:
-        return f"{host}:{port}"
-    path = getattr(conn, "path", None)
-    return str(path) if path else None

@@ -189,6 +189,11 @@ class GapNotice:
     exact: bool = True
     detail: str = ""
 
+    def __repr__(self) -> str:  # the retracted events by count: a restart can retract thousands
+        return (f"GapNotice(queue_name={self.queue_name!r}, from_id={self.from_id!r}, to_id={self.to_id!r}, "
+                f"approx_lost={self.approx_lost!r}, reason={self.reason.value!r}, "
+                f"retracted=<{len(self.retracted)} events>, exact={self.exact!r}, detail={self.detail!r})")
+
     @property
     def replaced(self) -> bool:
         """True when the stream was replaced (a failover, a restart ...), not trimmed in place."""
