@@ -261,6 +261,7 @@ class _Scan:
         self.retracted: list[Entry] = []  # newest first while scanning
         self.undelivered: list[Entry] = []  # newest first while scanning
         self.met_again: list[Entry] = []  # delivered, retracted, and held by this stream after all
+        self.above_entries: list[Entry] = []  # the entries after the cursor, newest first
         self.read_on: Entry | None = None  # the new stream's newest entry at or below the cursor
         self.parted_at: str | None = None  # the newest entry both hold
         self.presumed = False  # the rule of the reason decided entries beyond the history
@@ -274,11 +275,29 @@ class _Scan:
         self.i -= 1
 
     def _never_delivered(self, entry: Entry) -> None:
-        fields = self.d.retracted_before.get(text(entry[0]))
-        if fields is not None and list(fields) == list(entry[1] or []):
+        if self._is_met_again(entry):
             self.met_again.append(entry)
         else:
             self.undelivered.append(entry)
+
+    def _is_met_again(self, entry: Entry) -> bool:
+        fields = self.d.retracted_before.get(text(entry[0]))
+        return fields is not None and list(fields) == list(entry[1] or [])
+
+    def skip_met_again_above(self) -> None:
+        """Entries after the cursor that were delivered and retracted before: XREAD would hand
+        them out again, so the settlement delivers what lies among them and goes on after the
+        newest one."""
+        oldest_first = self.above_entries[::-1]
+        last = max((n for n, entry in enumerate(oldest_first) if self._is_met_again(entry)), default=None)
+        if last is None:
+            return
+        for entry in oldest_first[: last + 1]:
+            (self.met_again if self._is_met_again(entry) else self.undelivered).insert(0, entry)
+        self.read_on = oldest_first[last]
+        self.above -= last + 1
+        rest = oldest_first[last + 1:]
+        self.first_above = text(rest[0][0]) if rest else None
 
     def _new_since_start(self, entry: Entry) -> bool:
         server = self.d.server
@@ -293,6 +312,7 @@ class _Scan:
         if key > self.cursor:
             self.above += 1
             self.first_above = entry_id
+            self.above_entries.append(entry)
             return
         if self.read_on is None:
             self.read_on = entry
@@ -354,6 +374,8 @@ def settle(d: Divergence) -> Generator[Reads, list[Any], Settlement]:
         else:
             replies = yield (("XREVRANGE", d.key, f"({text(batch[-1][0])}", "-", "COUNT", page),)
         batch = _reply_entries(replies[0])
+    if counted and d.retracted_before:
+        scan.skip_met_again_above()
     return _settlement(d, scan, info, counted, exhausted)
 
 
