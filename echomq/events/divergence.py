@@ -26,9 +26,12 @@ Two things are decided here, without I/O, so the unit tests drive them with repl
 
 Beyond what the reader remembers (``QueueEvents(history=...)``), the reason decides:
 
-- ``failover``, ``replaced``, ``cursor_ahead``: entries of the new stream older than the
-  history are taken as delivered (a new master's older entries are its copy of the old
-  stream): no duplicates;
+- ``failover``, ``cursor_ahead``: entries of the new stream older than the history are taken
+  as delivered (a new master's older entries are its copy of the old stream; a saved cursor
+  says nothing of what came before it): no duplicates;
+- ``replaced`` (the same server, another stream under the key): every entry not delivered is
+  new, the older ones too, while the reader remembers everything it delivered; else those
+  older than its memory are taken as delivered;
 - ``restart``: entries written since the server started are new and delivered (the server's
   start from ``INFO server``: its time minus its uptime, in its own clock, a second of
   margin); those older were restored from disk. When Redis 7 says it loaded nothing at start
@@ -330,7 +333,10 @@ class _Scan:
             self._never_delivered(entry)  # between two delivered entries
             return
         # Older than anything the reader remembers.
-        if self.d.reason is GapReason.RESTART and self._new_since_start(entry):
+        if (self.d.reason is GapReason.RESTART and self._new_since_start(entry)) or (
+                self.d.reason is GapReason.REPLACED and not self.d.evicted):
+            # A restarted server wrote it since it started; a stream replaced on the same
+            # server was written after the one the reader read, all of which it remembers.
             self._never_delivered(entry)
             return
         self.restored_seen = self.d.reason is GapReason.RESTART
@@ -347,6 +353,7 @@ def settle(d: Divergence) -> Generator[Reads, list[Any], Settlement]:
     page = max(1, d.page)
     replies = yield (("XINFO", "STREAM", d.key), ("XREVRANGE", d.key, "+", "-", "COUNT", page))
     info = _info(replies[0])
+    missing = isinstance(replies[0], BaseException) and "no such key" in str(replies[0]).lower()
     batch = _reply_entries(replies[1])
     scan = _Scan(d)
     counted = True  # ``scan.above`` is the exact count of entries after the cursor
@@ -376,11 +383,11 @@ def settle(d: Divergence) -> Generator[Reads, list[Any], Settlement]:
         batch = _reply_entries(replies[0])
     if counted and d.retracted_before:
         scan.skip_met_again_above()
-    return _settlement(d, scan, info, counted, exhausted)
+    return _settlement(d, scan, info, counted, exhausted, missing)
 
 
 def _settlement(d: Divergence, scan: _Scan, info: dict[str, Any] | None, counted: bool,
-                exhausted: bool) -> Settlement:
+                exhausted: bool, missing: bool) -> Settlement:
     read_on = text(scan.read_on[0]) if scan.read_on is not None else "0-0"
     if scan.parted_at is not None and scan.parted_at == d.cursor and not scan.undelivered and not scan.retracted:
         return Settlement(None, [], d.cursor, d.anchor, None, scan.history, info)
@@ -399,7 +406,7 @@ def _settlement(d: Divergence, scan: _Scan, info: dict[str, Any] | None, counted
     retracted = scan.retracted[::-1]
     if scan.met_again or undelivered:
         kept = sorted([*kept, *scan.met_again, *undelivered], key=lambda entry: stream_id(text(entry[0])))
-    index: int | None = None
+    index: int | None = 0 if missing else None  # a stream written from now on counts from 0
     if info is not None and counted and info.get("entries-added") is not None:
         deleted = stream_id(text(info.get("max-deleted-entry-id") or "0-0"))
         if read_on == "0-0" or deleted <= stream_id(read_on):

@@ -358,6 +358,8 @@ class QueueEvents:
             if self._position.id is None:
                 self._reads.resolve_tail(blocking, self._position)
             self._switches.identify(conn)
+            if self._position.explicit_start:
+                self._switches.check_start(conn)
         except BaseException:
             blocking.drop()
             raise

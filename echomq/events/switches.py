@@ -19,7 +19,7 @@ import redis
 from redis.exceptions import NoPermissionError
 
 from ..protocol.events import GapReason
-from .cursor import Entry, StreamCursor
+from .cursor import Entry, StreamCursor, info_dict
 from .divergence import (
     IDENTITY_READS,
     Change,
@@ -32,6 +32,7 @@ from .divergence import (
     reason_of,
     settle,
 )
+from .entries import REPLAY
 from .subscribers import Subscribers
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,18 @@ class StreamSwitches:
             reason = reason_of(change, explicit_start=False)
             self.settle(conn, reason, describe_change(reason, before, identity), identity)
         self.position.server = identity  # once settled: a failed settlement is tried again
+
+    def check_start(self, conn: Any) -> None:
+        """For a cursor the caller gave: settle now, before ``start()`` returns, if the stream
+        ends before it or does not exist (entries written after the start must not be taken
+        as delivered, whatever their ids)."""
+        reply = run_reads(conn, (("XINFO", "STREAM", self.events_key),))[0]
+        if isinstance(reply, BaseException):
+            missing = "no such key" in str(reply).lower()
+            if missing and self.position.id not in REPLAY:
+                self.replaced_in_place(conn)
+        elif self.position.replaced(info_dict(reply), missing=False):
+            self.replaced_in_place(conn)
 
     def replaced_in_place(self, conn: Any) -> None:
         """The same server (or one we cannot tell from it) holds another stream under the key."""

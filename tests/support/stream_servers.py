@@ -1,4 +1,5 @@
-"""redis-servers for the stream readers' tests: restartable, without persistence, with a skewed clock.
+"""redis-servers for the stream readers' tests (restartable, without persistence, with a skewed
+clock) and what those tests watch a reader with (``EventLog``).
 
 A server restarted empty with its clock behind is what issue 24.5 measured: its stream ids start
 below a reader's cursor. Nothing on the machine skews a clock (libfaketime is not installed), so
@@ -15,12 +16,16 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
+
+from echomq import GapNotice
 
 from support.servers import free_port, ping, stop_process
 
@@ -156,3 +161,43 @@ class StreamServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class EventLog:
+    """A subscriber that keeps every event id and notice, in delivery order, and waits for them."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, dict[str, Any]]] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event_type: Any, data: dict[str, Any]) -> None:
+        with self.cond:
+            self.items.append((event_type, data))
+            self.cond.notify_all()
+
+    def ids(self) -> list[str]:
+        with self.cond:
+            return [d["event_id"] for t, d in self.items if not isinstance(t, GapNotice)]
+
+    def notices(self) -> list[GapNotice]:
+        with self.cond:
+            return [t for t, _ in self.items if isinstance(t, GapNotice)]
+
+    def wait_for(self, predicate: Callable[[EventLog], bool], what: str, timeout: float = 20.0) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: predicate(self), timeout):
+                raise AssertionError(f"timed out waiting for {what}: {len(self.ids())} events, "
+                                     f"notices {self.notices()}")
+
+    def wait_for_ids(self, wanted: list[str], timeout: float = 20.0) -> None:
+        """Until every id of ``wanted`` was delivered."""
+        want = set(wanted)
+        self.wait_for(lambda log: want <= set(log.ids()), f"{len(wanted)} events", timeout)
+
+
+def xadd_many(client: redis.Redis, key: str, count: int, *, first: int = 0, maxlen: int | None = None) -> list[str]:
+    """``count`` entries with automatic ids (the server's clock), pipelined; their ids."""
+    with client.pipeline(transaction=False) as pipe:
+        for n in range(first, first + count):
+            pipe.xadd(key, {"event": "waiting", "jobId": str(n)}, maxlen=maxlen, approximate=False)
+        return [entry_id.decode() if isinstance(entry_id, bytes) else entry_id for entry_id in pipe.execute()]

@@ -315,7 +315,7 @@ def test_a_deleted_stream_retracts_everything_and_reads_the_next_from_its_start(
     delivered = [e("10-0"), e("11-0")]
     result = run(divergence("11-0", delivered, GapReason.REPLACED, page=page), FakeStream(None))
     assert retracted_ids(result.notice) == ["10-0", "11-0"]
-    assert result.cursor == "0-0" and result.index is None and result.info is None
+    assert result.cursor == "0-0" and result.index == 0 and result.info is None
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -425,3 +425,15 @@ def test_history_is_checked(bad: Any) -> None:
     with pytest.raises(InvalidInputError, match="history"):
         check_history(bad)
     assert check_history(0) == 0 and check_history(MAX_HISTORY) == MAX_HISTORY
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_replaced_stream_is_read_whole_while_the_reader_remembers_all_it_delivered(page: int) -> None:
+    delivered = [e("100-0"), e("101-0")]
+    complete = run(divergence("101-0", delivered, GapReason.REPLACED, page=page),
+                   FakeStream([e("1-0"), e("2-0")], added=2))
+    assert ids(complete.deliver) == ["1-0", "2-0"] and complete.notice is not None and complete.notice.exact
+    forgot = run(divergence("101-0", delivered, GapReason.REPLACED, page=page, evicted=True),
+                 FakeStream([e("1-0"), e("2-0")], added=2))
+    assert forgot.deliver == [] and forgot.cursor == "2-0"
+    assert forgot.notice is not None and not forgot.notice.exact
