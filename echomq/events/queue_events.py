@@ -359,7 +359,7 @@ class QueueEvents:
                 self._reads.resolve_tail(blocking, self._position)
             self._switches.identify(conn)
             if self._position.explicit_start:
-                self._switches.check_start(conn)
+                self._switches.check_start(conn, *self._reads.info(conn))
         except BaseException:
             blocking.drop()
             raise

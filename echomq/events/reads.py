@@ -49,6 +49,20 @@ class StreamReads:
         newest = blocking.call("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
         position.resolve_tail({"last-generated-id": newest[0][0], "last-entry": newest[0]} if newest else None)
 
+    def info(self, conn: Any) -> tuple[dict[str, Any] | None, bool]:
+        """XINFO STREAM alone: the dict (None where refused or absent) and whether the key is missing."""
+        if self.xinfo_refused:
+            return None, False
+        conn.send_command("XINFO", "STREAM", self.events_key)
+        try:
+            return info_dict(conn.read_response()), False
+        except redis.ResponseError as exc:
+            if isinstance(exc, NoPermissionError):
+                if not self._without_xinfo(exc):
+                    raise refusal(exc, "xinfo|stream", [self.events_key]) or exc from None
+                return None, False
+            return None, "no such key" in str(exc).lower()
+
     def _without_xinfo(self, exc: BaseException) -> bool:
         """When the ACL refuses the XINFO command (not the key: then XREAD is refused too), stop
         asking, with one WARNING; True if so."""

@@ -19,7 +19,7 @@ import redis
 from redis.exceptions import NoPermissionError
 
 from ..protocol.events import GapReason
-from .cursor import Entry, StreamCursor, info_dict
+from .cursor import Entry, StreamCursor
 from .divergence import (
     IDENTITY_READS,
     Change,
@@ -48,13 +48,18 @@ class StreamSwitches:
         self.position = position
         self.subscribers = subscribers
         self.page = page
-        self.info_refused = False  # the ACL refuses INFO: servers are told apart by address only
+        # INFO is refused (the ACL) or unknown (fakeredis): servers are told apart by address
+        # only, and INFO is not asked again.
+        self.info_unavailable = False
         self._resume_at: tuple[str, int | None] | None = None  # where a settlement goes on, once delivered
 
     def identify(self, conn: Any) -> None:
         """Who serves the stream now; when it is another server than the one the cursor's
         stream came from (a failover, a restart), settle with the stream it holds."""
-        identity = identity_from(address_of(conn), run_reads(conn, IDENTITY_READS, refused=self._info_refusal))
+        if self.info_unavailable:
+            identity = ServerIdentity(address_of(conn))
+        else:
+            identity = identity_from(address_of(conn), run_reads(conn, IDENTITY_READS, refused=self._info_refusal))
         before = self.position.server
         change = classify(before, identity)
         if change in (Change.FAILOVER, Change.RESTART):
@@ -62,16 +67,11 @@ class StreamSwitches:
             self.settle(conn, reason, describe_change(reason, before, identity), identity)
         self.position.server = identity  # once settled: a failed settlement is tried again
 
-    def check_start(self, conn: Any) -> None:
-        """For a cursor the caller gave: settle now, before ``start()`` returns, if the stream
-        ends before it or does not exist (entries written after the start must not be taken
-        as delivered, whatever their ids)."""
-        reply = run_reads(conn, (("XINFO", "STREAM", self.events_key),))[0]
-        if isinstance(reply, BaseException):
-            missing = "no such key" in str(reply).lower()
-            if missing and self.position.id not in REPLAY:
-                self.replaced_in_place(conn)
-        elif self.position.replaced(info_dict(reply), missing=False):
+    def check_start(self, conn: Any, info: dict[str, Any] | None, missing: bool) -> None:
+        """For a cursor the caller gave, with the stream's XINFO: settle now, before ``start()``
+        returns, if the stream ends before it or does not exist (entries written after the
+        start must not be taken as delivered, whatever their ids)."""
+        if (missing and self.position.id not in REPLAY) or self.position.replaced(info, missing=False):
             self.replaced_in_place(conn)
 
     def replaced_in_place(self, conn: Any) -> None:
@@ -81,8 +81,12 @@ class StreamSwitches:
         self.settle(conn, reason, describe_change(reason, server, server), server)
 
     def _info_refusal(self, exc: BaseException) -> None:
-        if isinstance(exc, NoPermissionError) and not self.info_refused:
-            self.info_refused = True
+        if self.info_unavailable:
+            return
+        if "unknown command" in str(exc).lower():
+            self.info_unavailable = True
+        elif isinstance(exc, NoPermissionError):
+            self.info_unavailable = True
             log.warning("QueueEvents %r: the ACL refuses INFO (%s): a failover or a restart under the reader is "
                         "told by the server's address only; grant +info to tell them apart by run id",
                         self.queue_name, exc)
