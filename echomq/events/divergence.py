@@ -267,7 +267,10 @@ class _Scan:
         self.above_entries: list[Entry] = []  # the entries after the cursor, newest first
         self.read_on: Entry | None = None  # the new stream's newest entry at or below the cursor
         self.parted_at: str | None = None  # the newest entry both hold
-        self.presumed = False  # the rule of the reason decided entries beyond the history
+        self.fed_at_or_below = 0  # entries at or below the cursor compared so far
+        #: How many entries at or below the cursor were compared when the rest was taken as
+        #: delivered without comparing (None: nothing was).
+        self.unchecked_after: int | None = None
         self.restored_seen = False  # a restart's stream holds an entry older than the server's start
         self.uncertain = False  # a presumption the reader cannot check (the notice is not exact)
         self.done = False
@@ -319,6 +322,7 @@ class _Scan:
             return
         if self.read_on is None:
             self.read_on = entry
+        self.fed_at_or_below += 1
         while self.i >= 0 and stream_id(text(self.known[self.i][0])) > key:
             self._retract()  # delivered, and the new stream has nothing there
         if self.i >= 0 and text(self.known[self.i][0]) == entry_id:
@@ -340,7 +344,7 @@ class _Scan:
             self._never_delivered(entry)
             return
         self.restored_seen = self.d.reason is GapReason.RESTART
-        self.presumed = True
+        self.unchecked_after = self.fed_at_or_below - 1
         self.done = True
 
 
@@ -371,7 +375,8 @@ def settle(d: Divergence) -> Generator[Reads, list[Any], Settlement]:
             exhausted = True
             break
         if scanned >= MAX_SCAN:
-            scan.presumed = scan.uncertain = True
+            scan.uncertain = True
+            scan.unchecked_after = scan.fed_at_or_below
             break
         if scan.above == scanned and scanned >= 2 * page + len(scan.known):
             # A long run of entries after the cursor: jump to the cursor rather than page
@@ -401,7 +406,7 @@ def _settlement(d: Divergence, scan: _Scan, info: dict[str, Any] | None, counted
             scan.retracted.extend(reversed(unreached))
             kept = []
         else:
-            scan.presumed = scan.uncertain = True
+            scan.uncertain = True
     undelivered = scan.undelivered[::-1]
     retracted = scan.retracted[::-1]
     if scan.met_again or undelivered:
@@ -418,11 +423,11 @@ def _settlement(d: Divergence, scan: _Scan, info: dict[str, Any] | None, counted
         to_id = scan.first_above
     else:
         to_id = text((info or {}).get("last-generated-id") or read_on)
-    skipped = None
-    if d.reason is GapReason.CURSOR_AHEAD and info is not None:
-        skipped = max(0, int(info.get("length") or 0) - scan.above - len(undelivered))
     exact = d.reason is not GapReason.CURSOR_AHEAD and not scan.uncertain \
         and not (d.evicted and scan.parted_at is None)
+    skipped = None  # entries taken as delivered unchecked, when that may have skipped some
+    if not exact and scan.unchecked_after is not None and info is not None and counted:
+        skipped = max(0, int(info.get("length") or 0) - scan.above - scan.unchecked_after)
     events = tuple(decode_entry(text(entry[0]), entry[1]) for entry in retracted)
     notice = GapNotice(d.queue_name, scan.parted_at or "0-0", to_id, skipped, d.reason, events, exact, d.detail)
     return Settlement(notice, undelivered, read_on, scan.read_on, index, kept, info, retracted)

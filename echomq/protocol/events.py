@@ -173,8 +173,10 @@ class GapNotice:
       it holds none yet); ``retracted`` the events it delivered that the new stream does not
       hold, oldest first, as ``(event_type, event_data)`` pairs (decoded as they were
       delivered): what they announced may not have happened, or was lost with the old server.
-      ``approx_lost`` counts entries of the new stream the reader skips (``cursor_ahead``),
-      else None: what the old stream received after the reader's last read is unknown.
+      ``approx_lost``: how many entries of the new stream the reader took as delivered without
+      comparing them (when the notice is not exact: a ``cursor_ahead``, a divergence beyond
+      what the reader remembers), else None; what the old stream received after the reader's
+      last read is unknown.
       ``exact`` is False when the reader could not find where the streams part within what it
       remembers (``QueueEvents(history=...)``), and decided the rest by the rule of the reason
       (docs/events.md). ``detail`` names the servers (address, run id) in words.

@@ -275,6 +275,7 @@ def test_a_restart_beyond_the_history_goes_by_the_servers_start(page: int) -> No
     assert ids(result.deliver) == ["70-0", "80-0"] and result.cursor == "80-0"
     assert retracted_ids(result.notice) == ids(delivered)
     assert result.notice is not None and not result.notice.exact  # the reader forgot older deliveries
+    assert result.notice.approx_lost == 2  # the restored ones, taken as delivered
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -286,9 +287,11 @@ def test_a_failover_beyond_the_history_takes_the_older_entries_as_delivered(page
     assert ids(evicted.deliver) == ["101-5"] and evicted.cursor == "101-5"
     assert retracted_ids(evicted.notice) == ids(delivered)
     assert evicted.notice is not None and not evicted.notice.exact
+    assert evicted.notice.approx_lost == 15  # the new master's older entries, taken as delivered unchecked
     # a reader that remembers everything it delivered (started from "$" at 95): exact
     complete = run(divergence("104-0", delivered, GapReason.FAILOVER, page=page), FakeStream(stream.entries, added=16))
     assert complete.notice is not None and complete.notice.exact and ids(complete.deliver) == ["101-5"]
+    assert complete.notice.approx_lost is None  # older than the reader's start: not its business
 
 
 @pytest.mark.parametrize("page", PAGES)
