@@ -9,7 +9,6 @@ the skewed clock is a preload library the rig compiles) and checks the skew with
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,9 +29,9 @@ HOUR_MS = 3_600_000
 
 
 @pytest.fixture
-def server() -> Iterator[StreamServer]:
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed")
+def server(redis_server_factory: Callable[..., Any]) -> Iterator[StreamServer]:
+    """A server of this module's own (the factory's fixture: it skips or fails without a
+    redis-server as the rig does, and tells the min_redis gate which version runs)."""
     started = StreamServer().start()
     try:
         yield started
