@@ -22,15 +22,18 @@ from typing import Any, TextIO
 from ..errors import InvalidInputError
 from ..events import QueueEvents
 from ..events.cursor import validate_start_id
-from ..protocol.events import EventType, GapNotice
+from ..protocol.events import EventType, GapNotice, GapReason
 from .options import add_queue_options, open_client, positive_int, printable
 
 
 def format_event(event_type: Any, data: dict[str, Any]) -> str:
     """One line per event: id, type, job, then the remaining fields as JSON values."""
     if isinstance(event_type, GapNotice):
+        if event_type.replaced:  # a failover, a restart ...: the notice says it all in one line
+            return f"!! {printable(str(event_type))}"
+        how = "were deleted" if event_type.reason is GapReason.DELETED else "were trimmed"
         return (f"!! gap in {event_type.queue_name!r}: entries after {event_type.from_id} and before "
-                f"{event_type.to_id} were trimmed (about {event_type.approx_lost} lost)")
+                f"{event_type.to_id} {how} (about {event_type.approx_lost} lost)")
     # Everything but the entry id comes from whoever wrote the entry: printed escaped.
     name = event_type.value if isinstance(event_type, EventType) else f"{printable(str(event_type))} (custom)"
     rest = {k: v for k, v in data.items() if k not in ("event_id", "jobId")}
