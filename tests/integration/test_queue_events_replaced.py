@@ -9,7 +9,6 @@ stepped with ``run_once`` so each read is where the test puts it.
 
 from __future__ import annotations
 
-import pytest
 import redis
 
 from echomq import GapNotice, GapReason, QueueEvents

@@ -126,9 +126,7 @@ def test_a_failover_during_a_blocked_read_changes_nothing(sentinel_factory: Call
         setup.failover()  # the reader is blocked in XREAD on the old master
         new = setup.wait_master_change(master)
         setup.wait_demoted(master)
-        after = []
-        for n in range(20):
-            after.append(wait_until_written(client, key, n))
+        after = [wait_until_written(client, key, n) for n in range(20)]
         log.wait_for_ids(after, timeout=30)
     finally:
         events.close()

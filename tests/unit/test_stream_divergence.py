@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from echomq.errors import InvalidInputError
 from echomq.events.cursor import DeliveredHistory, StreamCursor
 from echomq.events.divergence import (
     START_MARGIN_MS,
@@ -27,7 +28,6 @@ from echomq.events.divergence import (
 )
 from echomq.events.entries import parse_stream_id
 from echomq.events.settings import MAX_HISTORY, check_history
-from echomq.errors import InvalidInputError
 from echomq.protocol.events import EventType, GapNotice, GapReason
 
 KEY = "emq:{q}:events"
@@ -69,8 +69,11 @@ class FakeStream:
         assert low == "-"
         exclusive = high.startswith("(")
         bound = None if high == "+" else parse_stream_id(high.lstrip("("))
-        found = [x for x in reversed(self.entries or [])
-                 if bound is None or parse_stream_id(x[0]) < bound or (not exclusive and parse_stream_id(x[0]) == bound)]
+        def within(entry_id: str) -> bool:
+            key = parse_stream_id(entry_id)
+            return bound is None or key < bound or (not exclusive and key == bound)
+
+        found = [x for x in reversed(self.entries or []) if within(x[0])]
         return found[:count]
 
     def answer(self, command: tuple[Any, ...]) -> Any:
