@@ -27,7 +27,7 @@ import redis
 
 from echomq import GapNotice
 
-from support.servers import free_port, ping, stop_process
+from support.servers import RedisServer, free_port, ping
 
 CLOCK_OFFSET_VARIABLE = "ECHOMQ_CLOCK_OFFSET_MS"
 
@@ -96,20 +96,16 @@ def skew_library() -> Path:
 
 
 @dataclass
-class StreamServer:
+class StreamServer(RedisServer):
     """A redis-server without persistence that a test kills and starts again, each time with
     the clock offset it is given (``offset_ms`` < 0: behind the machine's clock)."""
 
     port: int = field(default_factory=free_port)
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="echomq-streams-")))
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    persistent: bool = False
     offset_ms: int = 0
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self, offset_ms: int = 0, extra: tuple[str, ...] = ()) -> StreamServer:
+    def start(self, offset_ms: int = 0) -> StreamServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed")
@@ -119,7 +115,7 @@ class StreamServer:
             env["LD_PRELOAD"] = str(skew_library())
             env[CLOCK_OFFSET_VARIABLE] = str(offset_ms)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "",
-                "--appendonly", "no", "--daemonize", "no", "--logfile", str(self.dir / "redis.log"), *extra]
+                "--appendonly", "no", "--daemonize", "no", "--logfile", str(self.dir / "redis.log")]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self.offset_ms = offset_ms
         deadline = time.monotonic() + 10
@@ -130,21 +126,10 @@ class StreamServer:
         self.stop()
         raise RuntimeError(f"redis-server on port {self.port} did not start; see {self.dir / 'redis.log'}")
 
-    def kill(self) -> None:
-        """SIGKILL: the server and everything it held are gone (nothing is persisted)."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
-
     def restart_empty(self, offset_ms: int = 0) -> StreamServer:
+        """kill -9 (nothing is persisted), then start again with ``offset_ms``."""
         self.kill()
         return self.start(offset_ms)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_process(self.process)
-            self.process = None
 
     def client(self, **kwargs: Any) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=5, **kwargs)
@@ -188,6 +173,10 @@ class EventLog:
             if not self.cond.wait_for(lambda: predicate(self), timeout):
                 raise AssertionError(f"timed out waiting for {what}: {len(self.ids())} events, "
                                      f"notices {self.notices()}")
+
+    def wait_for_count(self, count: int, timeout: float = 15.0) -> None:
+        """Until at least ``count`` events (notices aside) were delivered."""
+        self.wait_for(lambda log: len(log.ids()) >= count, f"{count} events", timeout)
 
     def wait_for_ids(self, wanted: list[str], timeout: float = 20.0) -> None:
         """Until every id of ``wanted`` was delivered."""
