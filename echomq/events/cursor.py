@@ -28,8 +28,9 @@ from typing import Any
 
 from ..protocol.codec import text
 from ..protocol.events import GapNotice, GapReason
-from .divergence import ServerIdentity, Settlement
+from .divergence import Settlement
 from .entries import REPLAY, Entry, info_dict, parse_stream_id, validate_start_id
+from .servers import ServerIdentity
 
 __all__ = ["DeliveredHistory", "Entry", "StreamCursor", "info_dict", "parse_stream_id", "validate_start_id"]
 

@@ -47,3 +47,8 @@ def info_dict(reply: Any) -> dict[str, Any]:
         return {text(k): v for k, v in reply.items()}
     items = list(reply)
     return {text(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
+
+
+#: The commands of one round trip, pipelined in order; the replies come back in a list (an
+#: error reply as the exception instance, in its slot).
+Reads = tuple[tuple[Any, ...], ...]

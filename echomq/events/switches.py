@@ -20,19 +20,9 @@ from redis.exceptions import NoPermissionError
 
 from ..protocol.events import GapReason
 from .cursor import Entry, StreamCursor
-from .divergence import (
-    IDENTITY_READS,
-    Change,
-    Divergence,
-    Reads,
-    ServerIdentity,
-    classify,
-    describe_change,
-    identity_from,
-    reason_of,
-    settle,
-)
-from .entries import REPLAY
+from .divergence import Divergence, settle
+from .entries import REPLAY, Reads
+from .servers import IDENTITY_READS, Change, ServerIdentity, classify, describe_change, identity_from, reason_of
 from .subscribers import Subscribers
 
 log = logging.getLogger(__name__)

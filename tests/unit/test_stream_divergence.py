@@ -14,19 +14,17 @@ import redis
 
 from echomq.errors import InvalidInputError
 from echomq.events.cursor import DeliveredHistory, StreamCursor
-from echomq.events.divergence import (
+from echomq.events.divergence import Divergence, Settlement, settle
+from echomq.events.entries import parse_stream_id
+from echomq.events.servers import (
     START_MARGIN_MS,
     Change,
-    Divergence,
     ServerIdentity,
-    Settlement,
     classify,
     identity_from,
     parse_info,
     reason_of,
-    settle,
 )
-from echomq.events.entries import parse_stream_id
 from echomq.events.settings import MAX_HISTORY, check_history
 from echomq.protocol.events import EventType, GapNotice, GapReason
 
