@@ -59,6 +59,8 @@ class ServerIdentity:
     started_ms: int | None = None
     #: True when Redis 7 says it restored nothing at start (no AOF, 0 keys loaded from RDB).
     started_empty: bool | None = None
+    #: A replica whose link to its master is not up: a sync may replace its data any moment.
+    syncing: bool = False
 
     @property
     def known(self) -> bool:
@@ -88,9 +90,11 @@ def identity_from(address: str | None, replies: Sequence[Any]) -> ServerIdentity
     loaded, aof = _int(persistence.get("rdb_last_load_keys_loaded")), persistence.get("aof_enabled")
     if loaded is not None and aof is not None:
         started_empty = loaded == 0 and aof == "0"
+    role = replication.get("role") or None
+    syncing = role == "slave" and (replication.get("master_link_status") != "up"
+                                   or replication.get("master_sync_in_progress") == "1")
     return ServerIdentity(address, server.get("run_id") or None, replication.get("master_replid") or None,
-                          replication.get("master_replid2") or None, replication.get("role") or None,
-                          started_ms, started_empty)
+                          replication.get("master_replid2") or None, role, started_ms, started_empty, syncing)
 
 
 class Change(Enum):

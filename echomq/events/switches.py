@@ -51,6 +51,11 @@ class StreamSwitches:
         else:
             identity = identity_from(address_of(conn), run_reads(conn, IDENTITY_READS, refused=self._info_refusal))
         before = self.position.server
+        if identity.syncing and before is not None:
+            # Demoted and resyncing (or cut from its master): what it holds now may be replaced
+            # by the sync. Read it once the sync is done (the reader's loop backs off).
+            raise redis.ConnectionError(f"{identity.describe()} is a replica whose link to its master is not up: "
+                                        "reading it once it is in sync")
         change = classify(before, identity)
         if change in (Change.FAILOVER, Change.RESTART):
             reason = reason_of(change, explicit_start=False)

@@ -441,3 +441,11 @@ def test_a_replaced_stream_is_read_whole_while_the_reader_remembers_all_it_deliv
                  FakeStream([e("1-0"), e("2-0")], added=2))
     assert forgot.deliver == [] and forgot.cursor == "2-0"
     assert forgot.notice is not None and not forgot.notice.exact
+
+
+def test_a_replica_whose_link_is_not_up_is_syncing() -> None:
+    def replica(link: str, in_progress: str = "0") -> ServerIdentity:
+        return identity_from("h:1", ["run_id:a", f"role:slave\r\nmaster_link_status:{link}\r\n"
+                                                f"master_sync_in_progress:{in_progress}\r\n", ""])
+    assert replica("down").syncing and replica("up", "1").syncing
+    assert not replica("up").syncing and not identity().syncing
