@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     # events
     "EventType": "protocol.events",
     "GapNotice": "protocol.events",
+    "GapReason": "protocol.events",
     "parse_event_type": "protocol.events",
     "QueueEvents": "events.queue_events",
     "Handler": "events.subscribers",
@@ -125,7 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     )
     from .events.queue_events import QueueEvents
     from .events.subscribers import EVENT_TAG, GAP_TAG, Handler
-    from .protocol.events import EventType, GapNotice, parse_event_type
+    from .protocol.events import EventType, GapNotice, GapReason, parse_event_type
     from .protocol.keys import QueueKeys
     from .queue.discovery import QueueSummary, find_queues, list_queues
     from .queue.job import Job

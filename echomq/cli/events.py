@@ -1,9 +1,20 @@
-"""``echomq events tail``: print a queue's events as they arrive (until Ctrl-C or ``--limit``)."""
+"""``echomq events tail``: print a queue's events as they arrive (until Ctrl-C, ``--limit``, or
+the reader of its output going away).
+
+When its output closes (``echomq events tail ... | head -2``), the tail stops at once and exits
+quietly with status 141, what a shell reports for ``yes`` in ``yes | head``: 128 + SIGPIPE. It
+notices on the next line it writes (a write that fails with EPIPE) and, when no event comes, by
+watching its output for the error a pipe whose reader closed reports (poll's POLLERR).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import select
+import signal
 import sys
 import threading
 from typing import Any, TextIO
@@ -11,15 +22,18 @@ from typing import Any, TextIO
 from ..errors import InvalidInputError
 from ..events import QueueEvents
 from ..events.cursor import validate_start_id
-from ..protocol.events import EventType, GapNotice
+from ..protocol.events import EventType, GapNotice, GapReason
 from .options import add_queue_options, open_client, positive_int, printable
 
 
 def format_event(event_type: Any, data: dict[str, Any]) -> str:
     """One line per event: id, type, job, then the remaining fields as JSON values."""
     if isinstance(event_type, GapNotice):
+        if event_type.replaced:  # a failover, a restart ...: the notice says it all in one line
+            return f"!! {printable(str(event_type))}"
+        how = "were deleted" if event_type.reason is GapReason.DELETED else "were trimmed"
         return (f"!! gap in {event_type.queue_name!r}: entries after {event_type.from_id} and before "
-                f"{event_type.to_id} were trimmed (about {event_type.approx_lost} lost)")
+                f"{event_type.to_id} {how} (about {event_type.approx_lost} lost)")
     # Everything but the entry id comes from whoever wrote the entry: printed escaped.
     name = event_type.value if isinstance(event_type, EventType) else f"{printable(str(event_type))} (custom)"
     rest = {k: v for k, v in data.items() if k not in ("event_id", "jobId")}
@@ -40,7 +54,8 @@ class EventPrinter:
     """The printing subscriber; counts what it printed so ``--limit`` can stop the tail.
 
     One read hands the reader a whole batch, and the rest of it is delivered before the tail
-    gets to close the reader: once the limit is reached, the printer ignores what follows.
+    gets to close the reader: once the limit is reached, or the output is gone
+    (``output_closed``), the printer ignores what follows.
     """
 
     def __init__(self, out: TextIO, limit: int | None = None) -> None:
@@ -48,16 +63,66 @@ class EventPrinter:
         self.limit = limit
         self.printed = 0
         self.enough = threading.Event()
+        self.output_closed = False
 
     def __call__(self, event_type: Any, data: dict[str, Any]) -> None:
         if self.enough.is_set():
             return
-        self.out.write(format_event(event_type, data) + "\n")
-        self.out.flush()
+        try:
+            self.out.write(format_event(event_type, data) + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            self.close_output()
+            return
         if not isinstance(event_type, GapNotice):
             self.printed += 1
             if self.limit is not None and self.printed >= self.limit:
                 self.enough.set()
+
+    def close_output(self) -> None:
+        """The output's reader went away: print nothing more and let the tail stop."""
+        self.output_closed = True
+        self.enough.set()
+
+    def wait(self) -> None:
+        """Until the printer has had enough (``--limit``) or its output is gone."""
+        poller = _error_poller(self.out)
+        while not self.enough.is_set():
+            if poller is None:
+                self.enough.wait(0.5)
+            elif poller.poll(POLL_MS):
+                self.close_output()  # POLLERR: nobody reads the pipe any more
+
+
+#: How often the tail looks at its output while no event comes (a closed pipe is noticed then).
+POLL_MS = 50
+
+#: The exit status of a tail whose output closed: 128 + SIGPIPE, as a shell reports ``yes`` in
+#: ``yes | head``.
+OUTPUT_CLOSED_STATUS = 128 + int(signal.SIGPIPE) if hasattr(signal, "SIGPIPE") else 1
+
+
+def _error_poller(out: TextIO) -> Any:
+    """A poll object that reports only errors on ``out``'s descriptor (a pipe whose reader
+    closed gives POLLERR, a file or a terminal nothing), or None where there is none to watch."""
+    if not hasattr(select, "poll"):
+        return None
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # a StringIO, pytest's capture
+        return None
+    poller = select.poll()
+    poller.register(fd, 0)  # no events asked for: POLLERR, POLLHUP and POLLNVAL come anyway
+    return poller
+
+
+def _silence(out: TextIO) -> None:
+    """Point ``out``'s descriptor at /dev/null, so the interpreter's flush at exit does not fail
+    (and print a BrokenPipeError) on a pipe nobody reads."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
 
 
 def start_id(text: str) -> str:
@@ -75,13 +140,15 @@ def tail(args: argparse.Namespace) -> int:
     events.subscribe(printer)
     try:
         with events:
-            while not printer.enough.wait(0.5):
-                pass
+            printer.wait()
     except KeyboardInterrupt:
         pass
     finally:
         events.close(timeout=2)
         client.close()
+    if printer.output_closed:
+        _silence(sys.stdout)
+        return OUTPUT_CLOSED_STATUS
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Where a stream reader stands, and what producers trimmed ahead of it.
+"""Where a stream reader stands, what it delivered, and what producers trimmed ahead of it.
 
 The cursor is the id of the last entry delivered. Next to it we keep the cursor's *index*: how
 many entries the stream had ever received up to it, when we can know (a ``"$"`` start reads it
@@ -12,61 +12,96 @@ tells us, before each read, whether entries after the cursor vanished:
 With a known index a trim's loss is ``entries-added - index - length``, exact up to producers
 racing the check; from an explicit start id the index is unknown and the estimate is an upper
 bound. How many an XDEL removed after the cursor is not known (``approx_lost`` is None).
+
+The same XINFO tells when the stream is no longer the one the cursor is in (:meth:`replaced`):
+a stream's ``last-generated-id``, ``entries-added``, ``first-entry`` and ``max-deleted-entry-id``
+never decrease, and its key never vanishes but by DEL (a restart without persistence, a flush,
+an obliteration). The cursor also keeps the entries it delivered (:class:`DeliveredHistory`,
+the newest ``history`` of them) for the reader to compare with a stream that replaced the one
+it read (``divergence``), and the identity of the server they came from.
 """
 
 from __future__ import annotations
 
-import re
+from collections import OrderedDict, deque
 from typing import Any
 
-from ..errors import InvalidInputError
 from ..protocol.codec import text
-from ..protocol.events import GapNotice
+from ..protocol.events import GapNotice, GapReason
+from .divergence import Settlement
+from .entries import REPLAY, Entry, info_dict, parse_stream_id, validate_start_id
+from .servers import ServerIdentity
 
-# ASCII digits only (``\d`` also takes other scripts' digits, which Redis refuses), matched as a
-# whole (``$`` in a pattern would let a trailing newline through).
-_STREAM_ID = re.compile(r"([0-9]+)(?:-([0-9]+))?", re.ASCII)
-_REPLAY = ("0", "0-0")
-#: Both parts of a stream id are unsigned 64-bit integers in Redis.
-_MAX_ID_PART = 2**64 - 1
+__all__ = ["DeliveredHistory", "Entry", "StreamCursor", "info_dict", "parse_stream_id", "validate_start_id"]
 
+class DeliveredHistory:
+    """The newest delivered entries (at least ``capacity`` of them), oldest first.
 
-def validate_start_id(value: Any) -> str:
-    """``"$"``, or an id Redis would take in XREAD: ``<ms>`` or ``<ms>-<seq>`` (``"0"`` replays).
-
-    ``">"`` is not one: it means "never delivered to this group" and only exists for consumer
-    groups, which QueueEvents does not use (docs/protocol.md §5.3).
+    Kept as the batches the reads returned, so delivering an entry costs nothing here: one
+    append per read, and whole batches are dropped from the front once the rest holds
+    ``capacity`` entries. ``evicted`` is True once the reader delivered entries it no longer
+    remembers (or started after entries it never saw: an explicit start id).
     """
-    if isinstance(value, str):
-        match = _STREAM_ID.fullmatch(value)
-        if value == "$" or (match and all(int(part) <= _MAX_ID_PART for part in match.groups() if part)):
-            return value
-    raise InvalidInputError(f"last_event_id {value!r} must be '$', '0' or a stream id like '1700000000000-0'")
 
+    def __init__(self, capacity: int, *, evicted: bool = False) -> None:
+        self.capacity = capacity
+        self.evicted = evicted
+        self._batches: deque[list[Entry]] = deque()
+        self._count = 0
 
-def parse_stream_id(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
+    def __len__(self) -> int:
+        return self._count
 
+    def add(self, entries: list[Entry]) -> None:
+        if not entries:
+            return
+        if self.capacity == 0:
+            self.evicted = True
+            return
+        self._batches.append(entries)
+        self._count += len(entries)
+        while self._count - len(self._batches[0]) >= self.capacity:
+            self._count -= len(self._batches.popleft())
+            self.evicted = True
 
-def info_dict(reply: Any) -> dict[str, Any]:
-    """An XINFO STREAM reply (flat list in RESP2, map in RESP3) as a dict with str keys."""
-    if isinstance(reply, dict):
-        return {text(k): v for k, v in reply.items()}
-    items = list(reply)
-    return {text(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
+    def entries(self) -> list[Entry]:
+        return [entry for batch in self._batches for entry in batch]
+
+    def newest(self) -> Entry | None:
+        return self._batches[-1][-1] if self._batches else None
+
+    def replace(self, kept: list[Entry]) -> None:
+        """What a settlement kept: the entries the new stream holds (``divergence``)."""
+        self._batches = deque([kept]) if kept else deque()
+        self._count = len(kept)
 
 
 class StreamCursor:
-    """The reader's position: ``id`` (None until ``"$"`` is resolved) and its index."""
+    """The reader's position: ``id`` (None until ``"$"`` is resolved), its index, what it
+    delivered (``history``) and the server it read from (``server``)."""
 
-    def __init__(self, start: str) -> None:
+    def __init__(self, start: str, history: int = 10_000) -> None:
         validate_start_id(start)
         self.id: str | None = None if start == "$" else start
-        self.index: int | None = 0 if start in _REPLAY else None
+        self.index: int | None = 0 if start in REPLAY else None
         # "0" asks for whatever the stream holds now: what was trimmed before is not a gap.
-        self._replaying_from_start = start in _REPLAY
+        self._replaying_from_start = start in REPLAY
         self._reported_deleted = (0, 0)
+        #: The cursor came from the caller (a saved id): entries before it were never seen here.
+        self.explicit_start = start not in (*REPLAY, "$")
+        self.history = DeliveredHistory(history, evicted=self.explicit_start)
+        #: The entry at the cursor when the reader did not deliver it (the resolved "$", the
+        #: place a settlement went on from): compared like a delivered one, never retracted.
+        self.anchor: Entry | None = None
+        #: Who served the stream the cursor is in (None: not known yet, or not knowable).
+        self.server: ServerIdentity | None = None
+        #: Settled entries not yet delivered (a close() cut the delivery short).
+        self.pending: list[Entry] = []
+        #: Delivered entries a settlement retracted (id -> fields), the newest ``history``.
+        self.retracted: OrderedDict[str, Any] = OrderedDict()
+        # The stream's monotone counters, last read: entries-added, first entry, max deleted id.
+        self._seen: tuple[int | None, tuple[int, int] | None, tuple[int, int]] | None = None
+        self._stream_seen = False  # the stream existed since the cursor was placed in it
 
     def resolve_tail(self, info: dict[str, Any] | None) -> None:
         """Fix ``"$"`` to the stream's last generated id (``0-0`` when it does not exist yet)."""
@@ -76,11 +111,72 @@ class StreamCursor:
         added = info.get("entries-added")
         self.id = text(info["last-generated-id"])
         self.index = None if added is None else int(added)
+        last = info.get("last-entry")
+        self.anchor = [text(last[0]), last[1]] if last else None
+        self._note(info)
 
-    def advance(self, entry_id: str, delivered: int) -> None:
+    def advance(self, entry_id: str, delivered: int, entries: list[Entry] | None = None) -> None:
+        """Past ``delivered`` entries up to ``entry_id``; ``entries`` (the read's) are remembered
+        (None: already remembered, as a settlement's are)."""
         self.id = entry_id
         if self.index is not None:
             self.index += delivered
+        if delivered:
+            self.explicit_start = False
+        if entries is not None:
+            self.history.add(entries if delivered == len(entries) else entries[:delivered])
+
+    # -- is this still the stream the cursor is in? ------------------------------------------
+
+    def _note(self, info: dict[str, Any]) -> None:
+        first = info.get("first-entry")
+        self._seen = (_counter(info.get("entries-added")), parse_stream_id(text(first[0])) if first else None,
+                      parse_stream_id(text(info.get("max-deleted-entry-id") or "0-0")))
+        self._stream_seen = True
+
+    def replaced(self, info: dict[str, Any] | None, *, missing: bool) -> bool:
+        """True when the stream XINFO describes (``missing``: the key does not exist) cannot be
+        the one the cursor is in; else notes its counters for the next look."""
+        if missing:
+            return self._stream_seen
+        if info is None or self.id is None:
+            return False
+        if parse_stream_id(text(info.get("last-generated-id") or "0-0")) < parse_stream_id(self.id):
+            return True  # ids only grow: this stream never had the cursor
+        before = self._seen
+        self._note(info)
+        if before is None:
+            return False
+        now = self._seen
+        assert now is not None
+        added_before, first_before, deleted_before = before
+        added, first, deleted = now
+        return bool((added is not None and added_before is not None and added < added_before)
+                    or (first is not None and first_before is not None and first < first_before)
+                    or deleted < deleted_before)
+
+    def apply(self, settlement: Settlement) -> None:
+        """Move the cursor into the stream a settlement read (``divergence.settle``); its
+        entries to deliver are left in ``pending`` for the reader."""
+        self.id = settlement.cursor
+        self.index = settlement.index
+        self.anchor = settlement.anchor
+        self.history.replace(settlement.kept)
+        self.pending = list(settlement.deliver)
+        self.explicit_start = False
+        if settlement.notice is not None:
+            for entry in settlement.retracted:
+                self.retracted[text(entry[0])] = entry[1]
+            while len(self.retracted) > max(self.history.capacity, 1):
+                self.retracted.popitem(last=False)
+        self._replaying_from_start = False
+        self._reported_deleted = (0, 0)
+        self._seen = None
+        self._stream_seen = False
+        if settlement.info is not None:
+            self._note(settlement.info)
+
+    # -- trimmed ahead of the cursor ---------------------------------------------------------
 
     def check_gap(self, info: dict[str, Any], next_id: str | None, queue_name: str) -> GapNotice | None:
         """A GapNotice if entries after the cursor vanished before the read that ``info`` preceded.
@@ -114,4 +210,9 @@ class StreamCursor:
         else:
             return None
         self._reported_deleted = max(deleted, self._reported_deleted)
-        return GapNotice(queue_name, self.id, next_id or front, lost)
+        reason = GapReason.TRIMMED if passed else GapReason.DELETED
+        return GapNotice(queue_name, self.id, next_id or front, lost, reason)
+
+
+def _counter(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -15,10 +15,11 @@ from .subscribers import Subscribers
 
 
 def deliver(entries: list[Any], registry: Subscribers, position: StreamCursor, queue_name: str,
-            stopping: Callable[[], bool]) -> int:
+            stopping: Callable[[], bool], remember: bool = True) -> int:
     """Hand each entry to the handler and the subscribers, advancing ``position`` entry by
     entry; returns how many were delivered. Stops after the current entry once ``stopping()``
     says so, which is only asked when the registry's version changed (close() bumps it).
+    The delivered entries join the position's history (``remember``: one append per call).
 
     It inlines ``protocol.events.decode_entry`` for the reply the reader's own connection gives
     (flat lists of str: the parser decodes UTF-8), and checks for subscription changes and stop
@@ -60,5 +61,5 @@ def deliver(entries: list[Any], registry: Subscribers, position: StreamCursor, q
                 version, callbacks = registry.version, registry.callbacks
     finally:
         if delivered:
-            position.advance(cursor, delivered)  # type: ignore[arg-type]
+            position.advance(cursor, delivered, entries if remember else None)  # type: ignore[arg-type]
     return delivered

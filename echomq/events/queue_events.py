@@ -9,8 +9,14 @@ BullMQ's consumer where BullMQ loses or hides events (docs/protocol.md §5.3):
 - reads are batched with a bounded COUNT; the cursor advances entry by entry, and after a lost
   connection the reader reconnects (capped exponential backoff with jitter) and resumes from it;
 - each read is pipelined behind an XINFO STREAM: when producers trimmed entries past our
-  cursor before we read them, subscribers get a :class:`GapNotice` (see ``stream_cursor``).
+  cursor before we read them, subscribers get a :class:`GapNotice` (see ``cursor``).
   Where the ACL refuses XINFO, the reader warns once and reads without it: no gap notices;
+- when the stream is replaced under the reader (a failover, a restart that lost data, a
+  stream deleted and written again), told by the server's identity at each connect (INFO:
+  run id, replication ids, role, address) and by the stream's counters at each read, the
+  reader settles with the new stream (``divergence``): one GapNotice naming the reason and
+  the events it delivered that the new stream does not hold, then every entry of the new
+  stream it never delivered, whatever its id, then on from there: no silent skip, no repeat;
 - ``close()`` unblocks the read (``transport.blocking``: CLIENT UNBLOCK from a second
   connection, else shutting the socket), so it returns in milliseconds instead of after the
   block, and disconnects every connection the reader opened. ``close(timeout)`` is a bound even
@@ -29,22 +35,30 @@ import time
 from typing import Any
 
 import redis
-from redis.exceptions import NoPermissionError
 
 from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..transport.blocking import BlockingConnection
 from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard, without_retries
-from ..transport.refusals import refusal
 from ..types import Subscriber
-from .cursor import StreamCursor, info_dict
+from .cursor import StreamCursor
 from .delivery import deliver
-from .settings import check_block_ms, check_count, check_handler
+from .reads import StreamReads
+from .settings import check_block_ms, check_count, check_handler, check_history
 from .subscribers import Handler, Subscribers
+from .switches import StreamSwitches
 
 log = logging.getLogger(__name__)
 
 DEFAULT_COUNT = 1000
+#: How many delivered entries a reader remembers to compare with a stream that replaced the
+#: one it read: the stream's own default cap (``maxLenEvents``), so a divergence anywhere in
+#: a default stream is settled exactly.
+DEFAULT_HISTORY = 10_000
+
+#: Replies that mean the node we read stopped being the one to read (demoted, failing over,
+#: loading): the reader drops the socket and reconnects, as for a lost connection.
+_MOVED_ON = ("UNBLOCKED", "READONLY", "MASTERDOWN", "LOADING", "MOVED", "CLUSTERDOWN", "TRYAGAIN")
 
 
 class QueueEvents:
@@ -53,6 +67,8 @@ class QueueEvents:
     ``last_event_id``: ``"$"`` (only events written after ``start()``/``run()``), ``"0"`` (the
     whole stream as it is now, without a gap notice for what was trimmed before), or an entry
     id to resume after (e.g. :attr:`last_event_id` saved from a previous run).
+    ``history``: how many delivered entries it remembers to settle with a stream that replaced
+    the one it read (a failover, a restart; docs/events.md).
     Delivery order per event: the ``handler``, then subscribers in subscription order. Treat
     ``event_data`` as read-only: the same dict goes to every subscriber.
     """
@@ -67,9 +83,10 @@ class QueueEvents:
         block_ms: int = 5000,
         handler: Handler | None = None,
         count: int = DEFAULT_COUNT,
+        history: int = DEFAULT_HISTORY,
     ) -> None:
         self._keys = QueueKeys(queue_name, prefix)
-        self._position = StreamCursor(last_event_id)
+        self._position = StreamCursor(last_event_id, check_history(history))
         self.block_ms = check_block_ms(block_ms)
         self.count = check_count(count)
         check_handler(handler)
@@ -93,7 +110,9 @@ class QueueEvents:
         self._backoff = Backoff(cap=2.0)
 
         self._blocking: BlockingConnection | None = None
-        self._xinfo_refused = False  # the ACL refuses XINFO STREAM: read without it, no gap notices
+        self._reads = StreamReads(queue_name, self.events_key)
+        self._switches = StreamSwitches(self.queue_name, self.events_key, self._position, self._subscribers,
+                                        page=self.count)
 
     # -- subscribers ------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -268,11 +287,18 @@ class QueueEvents:
                 except CONNECTION_ERRORS as exc:
                     if self._stop.is_set():
                         break
-                    self._drop_connection()
-                    delay = self._backoff.next_delay()
-                    log.warning("QueueEvents %r: connection lost (%s); reconnecting in %.2fs",
-                                self.queue_name, exc, delay)
-                    self._stop.wait(delay)
+                    self._reconnect_later("connection lost", exc)
+                except redis.ResponseError as exc:
+                    if self._stop.is_set():
+                        break
+                    if not _moved_on(exc):
+                        delay = self._backoff.next_delay()
+                        log.exception("QueueEvents %r: read failed; retrying in %.2fs", self.queue_name, delay)
+                        self._stop.wait(delay)
+                        continue
+                    # The node was demoted or is failing over: its socket may keep reading a
+                    # replica, or a node that no longer serves the slot. Connect again.
+                    self._reconnect_later("the server stopped serving the stream", exc)
                 except Exception:
                     if self._stop.is_set():
                         break
@@ -285,12 +311,19 @@ class QueueEvents:
             if self._release_on_exit:
                 self._release()
 
+    def _reconnect_later(self, what: str, exc: BaseException) -> None:
+        self._drop_connection()
+        delay = self._backoff.next_delay()
+        log.warning("QueueEvents %r: %s (%s); reconnecting in %.2fs", self.queue_name, what, exc, delay)
+        self._stop.wait(delay)
+
     def run_once(self) -> int:
         """One read (blocking up to ``block_ms``) and the delivery of its entries; returns how many.
 
         Tests and hosts with their own loop step the reader with this (without ``start()``, the
         first call resolves ``"$"``); connection errors propagate to the caller (the loop turns
-        them into a reconnect with backoff).
+        them into a reconnect with backoff). When the stream was found replaced, the step
+        delivers the notice and the entries of the new stream the reader never had instead.
         """
         if self._closed:
             raise ConnectionClosedError(f"QueueEvents for queue {self.queue_name!r} was closed")
@@ -300,7 +333,15 @@ class QueueEvents:
             self._guard.check("QueueEvents")
             self._guard.claim()
             self._connect()
-        info, entries = self._read()
+        if self._position.pending:
+            return self._deliver_pending()
+        if self._stopping:
+            return 0
+        assert self._blocking is not None and self._position.id is not None
+        info, missing, entries = self._reads.read(self._blocking.conn, self._position.id, self.count, self.block_ms)
+        if self._position.replaced(info, missing=missing):
+            self._switches.replaced_in_place(self._blocking.conn)
+            return self._deliver_pending()
         if info is not None:
             notice = self._position.check_gap(info, entries[0][0] if entries else None, self.queue_name)
             if notice is not None:
@@ -313,82 +354,36 @@ class QueueEvents:
     def _connect(self) -> None:
         blocking = self._blocking_connection()
         conn = blocking.connect()
-        if self._position.id is None:
-            try:
-                self._resolve_tail(conn)
-            except BaseException:
-                blocking.drop()
-                raise
-
-    def _resolve_tail(self, conn: Any) -> None:
-        """Fix ``"$"`` from XINFO STREAM; where ACLs refuse XINFO, from the newest entry."""
-        if not self._xinfo_refused:
-            conn.send_command("XINFO", "STREAM", self.events_key)
-            try:
-                self._position.resolve_tail(info_dict(conn.read_response()))
-                return
-            except redis.ResponseError as exc:
-                if "no such key" in str(exc).lower():
-                    self._position.resolve_tail(None)
-                    return
-                if not isinstance(exc, NoPermissionError):
-                    log.warning("QueueEvents %r: XINFO STREAM failed (%s): no gap notices", self.queue_name, exc)
-                elif not self._without_xinfo(exc):
-                    raise refusal(exc, "xinfo|stream", [self.events_key]) or exc from None
-        assert self._blocking is not None
-        newest = self._blocking.call("XREVRANGE", self.events_key, "+", "-", "COUNT", 1)
-        self._position.resolve_tail({"last-generated-id": newest[0][0]} if newest else None)
-
-    def _without_xinfo(self, exc: BaseException) -> bool:
-        """When the ACL refuses the XINFO command (not the key: then XREAD is refused too), stop
-        asking, with one WARNING; True if so."""
-        if "xinfo" not in str(exc).lower():
-            return False
-        if not self._xinfo_refused:
-            self._xinfo_refused = True
-            log.warning("QueueEvents %r: the ACL refuses XINFO STREAM (%s): reading without it, so trimmed "
-                        "entries are not reported as gap notices; grant +xinfo|stream for them",
-                        self.queue_name, exc)
-        return True
+        try:
+            if self._position.id is None:
+                self._reads.resolve_tail(blocking, self._position)
+            self._switches.identify(conn)
+            if self._position.explicit_start:
+                self._switches.check_start(conn, *self._reads.info(conn))
+        except BaseException:
+            blocking.drop()
+            raise
 
     def _drop_connection(self) -> None:
         if self._blocking is not None:
             self._blocking.drop()
 
-    def _read(self) -> tuple[dict[str, Any] | None, list[Any]]:
-        """XINFO STREAM then XREAD, pipelined: one round trip, and the XINFO describes the
-        stream as it was just before the read (what the gap check needs)."""
-        assert self._blocking is not None
-        conn = self._blocking.conn
-        cursor = self._position.id
-        assert cursor is not None
-        if self._stopping:
-            return None, []
-        read = ("XREAD", "COUNT", self.count, "BLOCK", self.block_ms, "STREAMS", self.events_key, cursor)
-        info: dict[str, Any] | None = None
-        if self._xinfo_refused:
-            conn.send_command(*read)
-        else:
-            conn.send_packed_command(conn.pack_commands([("XINFO", "STREAM", self.events_key), read]))
-            try:
-                info = info_dict(conn.read_response())
-            except redis.ResponseError as exc:
-                if isinstance(exc, NoPermissionError):  # else: no stream yet
-                    self._without_xinfo(exc)  # or the key is refused: so is the XREAD, told below
-        try:
-            reply = conn.read_response()
-        except NoPermissionError as exc:
-            raise refusal(exc, "xread", [self.events_key]) or exc from None
-        if not reply:
-            return info, []
-        if isinstance(reply, dict):
-            return info, next(iter(reply.values()))
-        return info, reply[0][1]
+    def _deliver_pending(self) -> int:
+        delivered = self._switches.deliver_pending(lambda entries: self._deliver(entries, remember=False))
+        self._backoff.reset()
+        return delivered
 
-    def _deliver(self, entries: list[Any]) -> int:
+    def _deliver(self, entries: list[Any], *, remember: bool = True) -> int:
         """Deliver a read's entries (``delivery.deliver``); stops after the current entry once
         close() was called."""
-        return deliver(entries, self._subscribers, self._position, self.queue_name, self._is_stopping)
+        return deliver(entries, self._subscribers, self._position, self.queue_name, self._is_stopping, remember)
 
     def _is_stopping(self) -> bool:
         return self._stopping
+
+
+def _moved_on(exc: BaseException) -> bool:
+    """True for a reply that means the node stopped serving the stream (see ``_MOVED_ON``)."""
+    message = str(exc)
+    return any(message.startswith(code) for code in _MOVED_ON) or type(exc).__name__ in ("ReadOnlyError", "MovedError")
+

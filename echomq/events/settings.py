@@ -35,6 +35,17 @@ def check_count(value: Any) -> int:
     return _positive_int("count", value, MAX_COUNT)
 
 
+#: The largest ``history``: ten million remembered entries (gigabytes of memory).
+MAX_HISTORY = 10_000_000
+
+
+def check_history(value: Any) -> int:
+    """How many delivered entries a reader remembers; 0 remembers none (docs/events.md)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_HISTORY:
+        raise InvalidInputError(f"history {value!r} must be an int from 0 to {MAX_HISTORY} (delivered entries kept)")
+    return value
+
+
 def check_handler(handler: Any) -> Any:
     """None, or an object whose ``handle_event`` can be called for each event."""
     if handler is not None and not callable(getattr(handler, "handle_event", None)):

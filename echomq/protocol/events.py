@@ -11,7 +11,8 @@ entry into ``(event_type, event_data)`` the way users want to consume it:
   ``retries_exhausted.attemptsMade`` and ``cleaned.count`` as ``int``; a malformed value stays
   the raw string, so a bad producer never stops the reader. ``event_id`` is the entry id.
 
-A :class:`GapNotice` is not an event: it reports entries trimmed before we could read them.
+A :class:`GapNotice` is not an event: it reports entries trimmed before we could read them, or
+a stream replaced under the reader (a failover, a restart), with the reason (:class:`GapReason`).
 """
 
 from __future__ import annotations
@@ -122,22 +123,103 @@ def decode_entry(entry_id: str | bytes, fields: Any) -> tuple[EventName, dict[st
     return event_type, data
 
 
+class GapReason(str, Enum):
+    """Why a :class:`GapNotice` was given: what happened to the stream the reader follows.
+
+    ``TRIMMED`` and ``DELETED``: producers removed entries of the stream after the reader's
+    cursor before it read them (``XADD MAXLEN``/``XTRIM``, ``XDEL``). The others say the stream
+    itself was replaced by one that does not hold what the reader delivered:
+    ``FAILOVER`` (the reader's connection moved to a new master: Sentinel, a Redis Cluster
+    failover, a node demoted to a replica), ``RESTART`` (the server restarted and lost data),
+    ``REPLACED`` (the same server, or one the reader cannot identify, now holds another stream
+    under the key: deleted and written again, flushed), ``CURSOR_AHEAD`` (a reader started
+    from a saved id finds a stream that ends before that id: not the stream the id came from).
+    """
+
+    TRIMMED = "trimmed"
+    DELETED = "deleted"
+    FAILOVER = "failover"
+    RESTART = "restart"
+    REPLACED = "replaced"
+    CURSOR_AHEAD = "cursor_ahead"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+#: The reasons that mean the stream was replaced (rather than trimmed in place).
+SWITCH_REASONS = frozenset({GapReason.FAILOVER, GapReason.RESTART, GapReason.REPLACED, GapReason.CURSOR_AHEAD})
+
+
 @dataclass(frozen=True)
 class GapNotice:
-    """Entries after ``from_id`` and before ``to_id`` were trimmed before this reader saw them.
+    """Events this reader will never get, or got from a stream that no longer holds them.
 
     Not an event: subscribers get it instead of an ``event_type`` (see QueueEvents), and it is
-    never a ``str``, so it cannot be confused with an event name. ``approx_lost`` is estimated
-    from XINFO STREAM (entries added minus length, minus what lay at or before our cursor);
-    when the reader's position in the stream's history is unknown (it started from an explicit
-    id) it is an upper bound, and ``None`` when entries were XDELeted (the count is unknown).
+    never a ``str``, so it cannot be confused with an event name. ``reason`` (a
+    :class:`GapReason`) says what happened:
+
+    - ``trimmed`` / ``deleted``: entries after ``from_id`` and before ``to_id`` were removed
+      before the reader saw them; ``approx_lost`` is estimated from XINFO STREAM (entries added
+      minus length, minus what lay at or before the cursor): exact when the reader knows its
+      position in the stream's history, an upper bound when it started from an explicit id,
+      ``None`` for XDEL (the count is unknown).
+    - ``failover`` / ``restart`` / ``replaced`` / ``cursor_ahead``: the stream was replaced.
+      ``from_id`` is the newest entry the reader delivered that the new stream holds too
+      (``"0-0"``: none), ``to_id`` the next entry it delivers (or the new stream's last id when
+      it holds none yet); ``retracted`` the events it delivered that the new stream does not
+      hold, oldest first, as ``(event_type, event_data)`` pairs (decoded as they were
+      delivered): what they announced may not have happened, or was lost with the old server.
+      ``approx_lost``: how many entries of the new stream the reader took as delivered without
+      comparing them (when the notice is not exact: a ``cursor_ahead``, a divergence beyond
+      what the reader remembers), else None; what the old stream received after the reader's
+      last read is unknown.
+      ``exact`` is False when the reader could not find where the streams part within what it
+      remembers (``QueueEvents(history=...)``), and decided the rest by the rule of the reason
+      (docs/events.md). ``detail`` names the servers (address, run id) in words.
     """
 
     queue_name: str
     from_id: str
     to_id: str
     approx_lost: int | None
+    reason: GapReason = GapReason.TRIMMED
+    retracted: tuple[tuple[EventName, dict[str, Any]], ...] = ()
+    exact: bool = True
+    detail: str = ""
+
+    def __repr__(self) -> str:  # the retracted events by count: a restart can retract thousands
+        return (f"GapNotice(queue_name={self.queue_name!r}, from_id={self.from_id!r}, to_id={self.to_id!r}, "
+                f"approx_lost={self.approx_lost!r}, reason={self.reason.value!r}, "
+                f"retracted=<{len(self.retracted)} events>, exact={self.exact!r}, detail={self.detail!r})")
+
+    @property
+    def replaced(self) -> bool:
+        """True when the stream was replaced (a failover, a restart ...), not trimmed in place."""
+        return self.reason in SWITCH_REASONS
 
     def as_dict(self) -> dict[str, Any]:
         return {"queue_name": self.queue_name, "from_id": self.from_id, "to_id": self.to_id,
-                "approx_lost": self.approx_lost}
+                "approx_lost": self.approx_lost, "reason": self.reason.value,
+                "retracted": [{"event_type": str(t), "event_data": d} for t, d in self.retracted],
+                "exact": self.exact, "detail": self.detail}
+
+    def __str__(self) -> str:
+        if not self.replaced:
+            lost = "an unknown number of" if self.approx_lost is None else f"about {self.approx_lost}"
+            return (f"{self.reason} gap in {self.queue_name!r}: {lost} entries after {self.from_id} and "
+                    f"before {self.to_id} are gone")
+        said = f"{self.reason} of the events stream of {self.queue_name!r}"
+        if self.detail:
+            said += f" ({self.detail})"
+        said += f": the new stream parts from what was delivered after {self.from_id}, reading on at {self.to_id}"
+        if self.retracted:
+            said += f"; {len(self.retracted)} delivered events are not in it"
+        if self.approx_lost:
+            said += f"; {self.approx_lost} of its entries skipped"
+        if not self.exact:
+            said += "; not exact (docs/events.md)"
+        return said

@@ -162,7 +162,7 @@ open("notes.txt", "w").close()
 
 def test_a_signature_block_must_be_the_real_one(tmp_path: Path) -> None:
     right = "<!-- docs-test: signature -->\n~~~python\nQueueEvents(connection, queue_name, *, prefix=\"emq\", " \
-            "last_event_id=\"$\",\n            block_ms=5000, handler=None, count=1000)\n~~~\n"
+            "last_event_id=\"$\",\n            block_ms=5000, handler=None, count=1000, history=10000)\n~~~\n"
     assert run_page(write_page(tmp_path, right), tmp_path).checked == 1
     wrong = right.replace("block_ms=5000", "block_ms=1000")
     with pytest.raises(AssertionError, match="is documented as"):

@@ -15,29 +15,12 @@ import redis
 from echomq import GapNotice, QueueEvents
 from echomq.protocol.keys import QueueKeys
 
+from support.stream_servers import EventLog
 from support.workers import wait_until
 
 pytestmark = pytest.mark.real_only
 
 KEY = QueueKeys("faults").events
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.items: list[tuple[Any, dict[str, Any]]] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, event_type: Any, data: dict[str, Any]) -> None:
-        with self.cond:
-            self.items.append((event_type, data))
-            self.cond.notify_all()
-
-    def ids(self) -> list[str]:
-        return [d["event_id"] for t, d in self.items if not isinstance(t, GapNotice)]
-
-    def wait_for_count(self, n: int, timeout: float = 15.0) -> None:
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.ids()) >= n, timeout), f"got {len(self.ids())} of {n}"
 
 
 def write(client: redis.Redis, first: int, n: int) -> list[str]:
@@ -47,7 +30,7 @@ def write(client: redis.Redis, first: int, n: int) -> list[str]:
 def test_restart_under_a_running_reader_loses_nothing_and_repeats_nothing(redis_server_factory: Any) -> None:
     server = redis_server_factory(persistent=True)
     producer = redis.Redis.from_url(server.url)
-    collector = Collector()
+    collector = EventLog()
     qe = QueueEvents(server.url, "faults", block_ms=1000)
     qe.subscribe(collector)
     qe.start()
@@ -72,7 +55,7 @@ def test_restart_under_a_running_reader_loses_nothing_and_repeats_nothing(redis_
 def test_killing_the_readers_connection_resumes_without_loss(redis_server_factory: Any) -> None:
     server = redis_server_factory(persistent=False)
     admin = redis.Redis.from_url(server.url)
-    collector = Collector()
+    collector = EventLog()
     qe = QueueEvents(server.url, "faults", block_ms=1000)
     qe.subscribe(collector)
     qe.start()
@@ -94,7 +77,7 @@ def test_a_reader_that_falls_behind_a_trim_gets_a_gap_notice(redis_server_factor
     server = redis_server_factory(persistent=False)
     producer = redis.Redis.from_url(server.url)
     release = threading.Event()
-    collector = Collector()
+    collector = EventLog()
 
     def slow(event_type: Any, data: dict[str, Any]) -> None:
         release.wait(10)  # the first delivery holds the reader while producers trim past it
@@ -127,7 +110,7 @@ def test_dollar_without_xinfo_permission_still_starts_at_the_tail(redis_server_f
     admin = redis.Redis.from_url(server.url)
     admin.execute_command("ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@all", "-xinfo")
     before = write(admin, 0, 3)
-    collector = Collector()
+    collector = EventLog()
     qe = QueueEvents(f"redis://reader:pw@127.0.0.1:{server.port}", "faults", block_ms=1000)
     qe.subscribe(collector)
     with qe:

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from echomq.cli import demo, events
-from echomq.protocol.events import EventType, GapNotice
+from echomq.protocol.events import EventType, GapNotice, GapReason
 from echomq.protocol.keys import QueueKeys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +38,14 @@ def test_format_event_lines() -> None:
     assert events.format_event(EventType.DRAINED, {"event_id": "3-0"}).endswith("drained")
     gap = events.format_event(GapNotice("q", "1-0", "9-0", 12), {})
     assert "gap" in gap and "1-0" in gap and "9-0" in gap and "12" in gap
+    deleted = events.format_event(GapNotice("q", "1-0", "9-0", None, GapReason.DELETED), {})
+    assert "were deleted" in deleted and "about None" in deleted
+    moved = GapNotice("q", "3-0", "2-5", None, GapReason.FAILOVER, ((EventType.ADDED, {"jobId": "7"}),), False,
+                      "the reader moved from h:1 to h:2")
+    line = events.format_event(moved, {})
+    assert line.startswith("!! failover of the events stream of 'q' (the reader moved from h:1 to h:2)")
+    assert "after 3-0" in line and "at 2-5" in line and "1 delivered events" in line and "not exact" in line
+    assert "\n" not in line
 
 
 def test_events_tail_prints_a_replay_and_exits_at_the_limit(url_connection: redis.Redis, server_url: str,

@@ -62,9 +62,10 @@ ROLE_OWN_COMMANDS: dict[str, tuple[str, ...]] = {
     "worker": ("evalsha", "script|load", "bzpopmin", "client|setname", "client|id", "client|unblock",
                "hexists", "hmget", "hgetall", "zrange"),
     "scheduler": ("evalsha", "script|load", "zcard"),
-    "events": ("xread", "xrevrange", "xinfo|stream", "client|setname", "client|id", "client|unblock"),
+    # The reads, the named connection and its cut, INFO at each connect (who serves the stream).
+    "events": ("xread", "xrevrange", "xinfo|stream", "info", "client|setname", "client|id", "client|unblock"),
     # events tail, schedulers list and get.
-    "readonly": ("xread", "xrevrange", "xinfo|stream", "client|setname", "client|id", "client|unblock",
+    "readonly": ("xread", "xrevrange", "xinfo|stream", "info", "client|setname", "client|id", "client|unblock",
                  "evalsha", "script|load", "zcard"),
 }
 
@@ -84,12 +85,12 @@ RULES: dict[str, tuple[str, ...]] = {
     "scheduler": (KEYS, "+evalsha", "+script|load", "+del", "+exists", "+get", "+hget", "+hgetall", "+hmget",
                   "+hset", "+incr", "+llen", "+lpos", "+lpush", "+lrem", "+rpush", "+xadd", "+zadd", "+zcard",
                   "+zrange", "+zrem", "+zrevrange", "+zrevrangebyscore", "+zscore"),
-    "events": (READ_KEYS, "+xread", "+xrevrange", "+xinfo|stream", "+client|setname", "+client|id",
+    "events": (READ_KEYS, "+xread", "+xrevrange", "+xinfo|stream", "+info", "+client|setname", "+client|id",
                "+client|unblock"),
     # EVALSHA needs write access to the keys it declares (getJobScheduler's one key, repeat),
     # but the user runs no command that writes.
     "readonly": (READ_KEYS, "~emq:{orders}:repeat", "+evalsha", "+script|load", "+zcard", "+hgetall", "+zscore",
-                 "+zrange", "+zrevrange", "+xread", "+xrevrange", "+xinfo|stream", "+client|setname",
+                 "+zrange", "+zrevrange", "+xread", "+xrevrange", "+xinfo|stream", "+info", "+client|setname",
                  "+client|id", "+client|unblock"),
 }
 
@@ -400,6 +401,33 @@ def test_without_xinfo_the_reader_reads_on_without_gap_notices_and_warns_once(
         assert seen.gaps() == []
         assert len(xinfo_warnings) == 1 and "+xinfo|stream" in xinfo_warnings[0]
         assert acl.refused("xinfo|stream") == 1  # asked once, not before every read
+
+
+def test_without_info_the_reader_reads_on_tells_servers_by_address_and_warns_once(
+        acl: Acl, caplog: pytest.LogCaptureFixture) -> None:
+    url = acl.user("events", without("events", "info"))
+    events_key = QueueKeys(Q).events
+    seen = Seen()
+    reader = QueueEvents(url, Q, block_ms=100)
+    reader.subscribe(seen)
+    with caplog.at_level(logging.WARNING, logger="echomq"):
+        try:
+            reader.run_once()
+            acl.admin.xadd(events_key, {"event": "waiting", "jobId": "1"})
+            assert reader.run_once() == 1
+            assert reader._blocking is not None and reader._blocking.client_id is not None
+            acl.admin.client_kill_filter(_id=reader._blocking.client_id)
+            with pytest.raises(redis.ConnectionError):
+                reader.run_once()
+            reader._blocking.drop()
+            acl.admin.xadd(events_key, {"event": "waiting", "jobId": "2"})
+            assert reader.run_once() == 1  # reconnected: INFO is not asked again
+        finally:
+            reader.close(timeout=2)
+    assert seen.jobs(EventType.WAITING) == {"1", "2"} and seen.gaps() == []
+    info_warnings = [m for m in warnings_of(caplog) if "INFO" in m]
+    assert len(info_warnings) == 1 and "+info" in info_warnings[0]
+    assert acl.refused("info") == 3  # the three sections of one connect, not asked again
 
 
 @pytest.mark.parametrize("kind", ["worker", "events"])

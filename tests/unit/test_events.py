@@ -97,4 +97,5 @@ def test_gap_notice_is_not_an_event() -> None:
     notice = GapNotice("q", "1-0", "9-0", 7)
     assert not isinstance(notice, str)
     assert notice not in set(EventType)
-    assert notice.as_dict() == {"queue_name": "q", "from_id": "1-0", "to_id": "9-0", "approx_lost": 7}
+    assert notice.as_dict() == {"queue_name": "q", "from_id": "1-0", "to_id": "9-0", "approx_lost": 7,
+                                "reason": "trimmed", "retracted": [], "exact": True, "detail": ""}

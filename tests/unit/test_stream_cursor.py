@@ -8,7 +8,7 @@ import pytest
 
 from echomq.errors import InvalidInputError
 from echomq.events.cursor import StreamCursor, info_dict, parse_stream_id
-from echomq.protocol.events import GapNotice
+from echomq.protocol.events import GapNotice, GapReason
 
 
 def info(added: int, length: int, first: str | None, last: str, max_deleted: str = "0-0") -> dict[str, Any]:
@@ -66,7 +66,7 @@ def test_xdel_after_the_cursor_is_reported_once() -> None:
     cursor = StreamCursor("$")
     cursor.resolve_tail(info(10, 10, "1-0", "10-0"))
     notice = cursor.check_gap(info(15, 14, "1-0", "15-0", max_deleted="12-0"), "11-0", "q")
-    assert notice == GapNotice("q", "10-0", "11-0", None)
+    assert notice == GapNotice("q", "10-0", "11-0", None, GapReason.DELETED)
     assert cursor.check_gap(info(15, 14, "1-0", "15-0", max_deleted="12-0"), "11-0", "q") is None
 
 
