@@ -236,8 +236,10 @@ def run_page(page: Path, tmp_path: Path, *, target: RedisTarget | None = None, c
     with page_process_state(project) as modules, clients_routed_to(target), interruptible() as interrupter:
         watchdog = Watchdog(namespace, time.monotonic() + time_limit, interrupter)
         watchdog.start()
+        running: Block | None = None
         try:
             for block in page_blocks(page):
+                running = block
                 _run_block(block, namespace, run, modules, connection, watchdog, env or {})
                 if watchdog.expired:
                     break
@@ -249,8 +251,10 @@ def run_page(page: Path, tmp_path: Path, *, target: RedisTarget | None = None, c
             left_running = close_running(namespace)
             lingering = threads_left(threads_before)
     if watchdog.expired:
-        raise AssertionError(f"{page.name}: did not finish within {time_limit:g} s (its Workers and "
-                             "QueueEvents were closed and the block running then interrupted)")
+        where = f"the block at {running.where}" if running is not None else "no block"
+        raise AssertionError(f"{page.name}: did not finish within {time_limit:g} s ({where} was running; the "
+                             "page's Workers and QueueEvents were closed and that block interrupted); "
+                             f"the threads then:\n{watchdog.stacks}")
     if completed and left_running:
         raise AssertionError(f"{page.name}: left running: {', '.join(left_running)}; close it in the page "
                              "(a hidden setup block after the example may do it)")

@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,7 @@ class Watchdog(threading.Thread):
         self.deadline = deadline
         self.interrupter = interrupter
         self.expired = False
+        self.stacks = ""  # every thread's stack when the deadline passed, for the failure message
         self._watched: str | None = None
         self._running_since: float | None = None
         self._done = threading.Event()
@@ -169,6 +171,7 @@ class Watchdog(threading.Thread):
         while not self._done.wait(0.02):
             if time.monotonic() > self.deadline:
                 if not self.expired:
+                    self.stacks = _thread_stacks() + _queue_state(self.namespace.get(self._watched or ""))
                     self.expired = True
                     for _, value in closables(self.namespace):
                         with contextlib.suppress(Exception):
@@ -187,6 +190,26 @@ class Watchdog(threading.Thread):
                 with contextlib.suppress(Exception):
                     component.close()
                 self._watched = None
+
+
+def _thread_stacks() -> str:
+    """Where every thread of this process is, as text (what a hung page was waiting on)."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(f"--- thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())
+
+
+def _queue_state(component: Any) -> str:
+    """The watched Worker's queue, list by list, when the page timed out."""
+    keys, client = getattr(component, "keys", None), getattr(component, "client", None)
+    if keys is None or client is None:
+        return ""
+    try:
+        return (f"\n--- queue {keys.queue_name}: wait {client.lrange(keys.wait, 0, 5)}, active "
+                f"{client.lrange(keys.active, 0, 5)}, prioritized {client.zrange(keys.prioritized, 0, 5)}, "
+                f"running {getattr(component, 'running', None)}")
+    except Exception as exc:  # noqa: BLE001 - a diagnostic only
+        return f"\n--- queue: not read ({exc})"
 
 
 def _idle(component: Any) -> bool:
