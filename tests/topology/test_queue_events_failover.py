@@ -68,6 +68,9 @@ def test_a_sentinel_failover_under_a_producer_loses_nothing_silently(
                start_reader(setup.client(), queue_name, logs[1], count=50, history=200)]
     starts = [events.last_event_id or "0-0" for events in readers]
     producer = EntryProducer(setup.client, key).start()
+    # and an application that writes to the master's address, not following Sentinel: the old
+    # master keeps taking its writes until the sentinels demote it
+    stale = EntryProducer(master.client, key, pause_s=0.0005, tag="stale-").start()
     try:
         assert wait_until(lambda: len(logs[0].ids()) >= 2000, timeout=30), "the producer never got going"
         broke = time.monotonic()
@@ -87,6 +90,7 @@ def test_a_sentinel_failover_under_a_producer_loses_nothing_silently(
         assert wait_until(lambda: len(stream_ids(new, key)) > written_on_new + 500, timeout=30)
     finally:
         producer.stop()
+        stale.stop()
         if "early" in locals():
             early.stop()
     try:
@@ -105,7 +109,8 @@ def test_a_sentinel_failover_under_a_producer_loses_nothing_silently(
             assert all(notice.exact for notice in log.notices())
         for notice in log.notices():
             assert notice.reason is GapReason.FAILOVER and str(new.port) in notice.detail, notice
-        assert verdict.figures["not_held"] > 0  # the failover did part the streams
+        if how == "kill-9":  # the kill parts the streams by design; a planned failover may not
+            assert verdict.figures["not_held"] > 0  # (the readers may leave the old master first)
 
 
 def test_a_failover_during_a_blocked_read_changes_nothing(sentinel_factory: Callable[..., SentinelSetup],
