@@ -39,7 +39,7 @@ import redis
 from ..errors import ConnectionClosedError, ForkedProcessError, InvalidInputError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..transport.blocking import BlockingConnection
-from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard, without_retries
+from ..transport.connection import CONNECTION_ERRORS, Backoff, Connection, Connections, PidGuard
 from ..types import Subscriber
 from .cursor import StreamCursor
 from .delivery import deliver
@@ -200,9 +200,6 @@ class QueueEvents:
                 # of an exception that would make the same reply fail forever.
                 decode_responses=True,
                 encoding_errors="replace",
-                # Our loop reconnects with its own backoff and checks for close() in between;
-                # redis-py retrying inside a connect would hide that from both.
-                **without_retries(),
             )
         return self._blocking
 

@@ -50,7 +50,11 @@ class BlockingConnection:
     def __init__(self, connections: Connections, *, max_block_s: float, client_name: str | None = None,
                  queue_key: str = "", **overrides: Any) -> None:
         self._connections = connections
-        self._settings: dict[str, Any] = {"socket_timeout": max_block_s + BLOCK_SOCKET_MARGIN_S, **overrides}
+        # Its owner reconnects with a backoff of its own and checks for close() in between:
+        # redis-py retrying inside a connect (the caller's client settings, copied) would hide
+        # both, and retry a certificate that can never verify for seconds.
+        self._settings: dict[str, Any] = {"socket_timeout": max_block_s + BLOCK_SOCKET_MARGIN_S,
+                                          **without_retries(), **overrides}
         self.client_name = client_name
         self._queue_keys = [queue_key] if queue_key else []  # names the key pattern in a refusal
         self._client = connections.dedicated(client_name=client_name, **self._settings)

@@ -107,10 +107,14 @@ def test_run_returns_within_the_bound_when_close_comes_from_another_thread(redis
     worker = Worker(client, name, lambda job: entered.set() or release.wait(10), concurrency=2)
     real_move_to_active = worker.transitions.move_to_active
     armed = threading.Event()
+    seeded = threading.Event()
     stuck = threading.Event()
 
     def move_to_active_on_a_hung_server(token: str, now_ms: int) -> Any:
         if armed.is_set() and not stuck.is_set():  # the server stops answering as this fetch is sent
+            # once the seed's own reply is read: the script that woke this fetch may not have
+            # had its reply written yet, and the test's client would time out on a stopped server
+            assert seeded.wait(5)
             os.kill(server.process.pid, signal.SIGSTOP)
             assert wait_until(lambda: _process_state(server.process.pid) == "T", timeout=5)
             stuck.set()
@@ -129,6 +133,7 @@ def test_run_returns_within_the_bound_when_close_comes_from_another_thread(redis
         assert wait_until(lambda: _blocked_on_marker(admin), timeout=5)
         armed.set()
         seed_job(admin, name)  # wakes the fetcher, whose moveToActive then hangs
+        seeded.set()
         assert stuck.wait(5)
         time.sleep(0.2)
         started = time.monotonic()
