@@ -21,10 +21,16 @@ from ..protocol.codec import decode_hash, encode_json, int_or_none, text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import keep_args
 from ..transport.calls import PinnedConnection, run_script
-from ..transport.connection import uses_tls
+from ..transport.connection import CONNECTION_ERRORS, uses_tls
 from ..transport.scripts import BoundKeys, script
+from .master_moves import MasterMoves
 from .options import WorkerOptions
 from .shared_pipe import SharedPipe
+
+#: What tells a worker's script call that its server may no longer be the master it was: a lost
+#: or refused connection, a moved slot or demoted master (transport's NotRunError is one), a
+#: READONLY reply from a plain client's server that became a replica.
+_MAYBE_MOVED: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.ReadOnlyError)
 
 
 @dataclass(slots=True)
@@ -76,7 +82,8 @@ class Transitions:
     Thread-safe: the hot-path scripts go over a connection pinned per thread
     (``transport.calls.PinnedConnection``) or, with ``concurrency`` > 1, over one connection
     all threads share (``shared_pipe.SharedPipe``); the rest through the client's pool; the
-    scripts carry all state.
+    scripts carry all state. Every finish is recorded, and after a failover the next call of
+    any thread first sends again what the new master lacks (``moves``, master_moves.py).
     """
 
     def __init__(self, client: redis.Redis, keys: QueueKeys, options: WorkerOptions) -> None:
@@ -107,14 +114,30 @@ class Transitions:
         self._retry = script("retryJob").bind(keys)
         self._extend = script("extendLocks").bind(keys)
         self._stalled = script("moveStalledJobsToWait").bind(keys)
+        self.moves = MasterMoves(client, keys, lock_duration=options.lock_duration, clock=options.clock)
 
     def _run(self, bound: BoundKeys, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        moves = self.moves
+        if moves.suspect:  # a connection error since the last call: settle first (master_moves.py)
+            self._settle(moves)
         pinned = getattr(self._local, "pinned", None)
         if pinned is None:
             pinned = self._local.pinned = self._shared or PinnedConnection(self.client, spin_s=self._spin_s)
             with self._pinned_lock:
                 self._pinned[threading.get_ident()] = pinned
-        return pinned(bound.script, keys, args)
+        try:
+            return pinned(bound.script, keys, args)
+        except _MAYBE_MOVED:
+            moves.suspect = True
+            raise
+
+    @staticmethod
+    def _settle(moves: MasterMoves, *, force: bool = False) -> None:
+        try:
+            moves.settle(force=force)
+        except _MAYBE_MOVED:
+            moves.suspect = True
+            raise
 
     def release_thread_connection(self) -> None:
         """Give this thread's connection back to the pool (at the thread's end); the shared
@@ -166,11 +189,14 @@ class Transitions:
             _fields_arg(fields), *self._finish_tail,
         ]
         bound = self._finished[target]
-        result = self._run(bound, bound.for_job(job_id), args)
+        keys = bound.for_job(job_id)
+        result = self._run(bound, keys, args)
         if isinstance(result, int):
             if result < 0:
                 raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
+            self.moves.record(job_id, bound.script, keys, args, 5)
             return None
+        self.moves.record(job_id, bound.script, keys, args, 5)
         return parse_fetched(result)
 
     def move_to_delayed(
@@ -179,20 +205,21 @@ class Transitions:
     ) -> Fetched | None:
         args = [self.keys.job_prefix, now_ms, job_id, token, int(delay_ms), "0", _fields_arg(fields),
                 "1" if fetch_next else "0", *self._fetch_args]
-        result = self._run(self._delayed, self._delayed.for_job(job_id), args)
-        if isinstance(result, int):
-            if result < 0:
-                raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
-            return None
-        return parse_fetched(result)
+        keys = self._delayed.for_job(job_id)
+        result = self._run(self._delayed, keys, args)
+        if isinstance(result, int) and result < 0:
+            raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
+        self.moves.record(job_id, self._delayed.script, keys, args, 7)
+        return None if isinstance(result, int) else parse_fetched(result)
 
     def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
               fields: Sequence[str] = ()) -> None:
-        result = self._run(self._retry, self._retry.for_job(job_id),
-                           [self.keys.job_prefix, now_ms, "RPUSH" if lifo else "LPUSH", job_id, token,
-                            _fields_arg(fields)])
+        keys = self._retry.for_job(job_id)
+        args = [self.keys.job_prefix, now_ms, "RPUSH" if lifo else "LPUSH", job_id, token, _fields_arg(fields)]
+        result = self._run(self._retry, keys, args)
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "retry job", job_id=job_id, state="active")
+        self.moves.record(job_id, self._retry.script, keys, args, None)
 
     # -- maintenance ------------------------------------------------------------------------
     def extend_locks(self, tokens: Mapping[str, str]) -> list[str]:
@@ -202,10 +229,20 @@ class Transitions:
         args: list[Any] = [self.keys.job_prefix, self.options.lock_duration]
         for job_id, token in tokens.items():
             args += [job_id, token]
-        failed = run_script(self.client, self._extend.script, self._extend.keys, args)
+        failed = self._maintain(self._extend, args)
         return [text(x) for x in failed or []]
 
     def move_stalled_to_wait(self, max_stalled_count: int, interval_ms: int, now_ms: int) -> list[str]:
-        moved = run_script(self.client, self._stalled.script, self._stalled.keys,
-                           [max_stalled_count, self.keys.job_prefix, now_ms, interval_ms])
+        moved = self._maintain(self._stalled, [max_stalled_count, self.keys.job_prefix, now_ms, interval_ms])
         return [text(x) for x in moved or []]
+
+    def _maintain(self, bound: BoundKeys, args: Sequence[Any]) -> Any:
+        """A maintenance script, on the client's pool (whose redis-py may reconnect on its own,
+        unseen): asks who the server is first, so neither a renewal nor a stalled check runs on a
+        new master before what it lacks was sent again (master_moves.py)."""
+        self._settle(self.moves, force=True)
+        try:
+            return run_script(self.client, bound.script, bound.keys, args)
+        except _MAYBE_MOVED:
+            self.moves.suspect = True
+            raise

@@ -1,0 +1,187 @@
+"""After a failover: what the new master may not have of this worker's recent work, sent again.
+
+Replication is asynchronous: a finish (moveToFinished, moveToDelayed, retryJob) the old master
+acknowledged may not have reached the replica that took over. There the job is still active,
+locked with this worker's token until the lock expires, and then the stalled check (any
+worker's) hands it out again: it runs twice. The same holds for a take: a job this worker took
+(moveToActive, or the fetch-next inside a finish) and is running may be back in wait on the new
+master, for the next worker to take.
+
+So a Worker keeps a bounded record of its finishes (:class:`MasterMoves`: the last
+:data:`MAX_RECORDS`, and only those of the last ``lock_duration`` ms are sent again: an older
+lock is gone from the new master, whose stalled check may have taken the job already). When its
+connection may have moved (any connection error on the worker's scripts sets ``suspect``; the
+maintenance thread asks at each step), the next script call of any of its threads first
+*settles*: it reads who the server is (``INFO`` run id and replication id) and whether the
+transport saw the master move (a Sentinel switch, a slot that moved: ``master_moves`` on the
+pool), and on a change, before anything else is sent:
+
+1. every recorded finish of a job this worker is not running now is sent again, as it was (same
+   token, timestamp, result or failure), without its fetch-next. The script refuses one the new
+   master has (the job is not active with that token: it finished, or was retried and taken by
+   another token), and that refusal is the expected answer, logged at DEBUG only; one it takes
+   (the failover had lost it) is logged as a WARNING;
+2. every job this worker is running is held again (``reclaimJob``): a take the new master lost is
+   taken again with the same token, so the job's own finish is accepted there.
+
+Only then does the worker take new work, renew its locks or run the stalled check. A job's
+newest record is the one sent (a job retried and taken again by the same token would otherwise
+get an old result); a job running here now is left to its own finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import redis
+
+from ..protocol.keys import QueueKeys
+from ..transport.scripts import LuaScript, script
+from ..transport.stream_calls import run_calls
+from ..transport.unsent import NotRunError
+from ..types import Clock
+
+log = logging.getLogger(__name__)
+
+#: The most finishes a worker remembers (a few seconds at full rate: the replication lag a
+#: failover can lose is milliseconds to a second).
+MAX_RECORDS = 10_000
+
+#: A finish as recorded: job id, timestamp (epoch ms, the script's ARGV[2]), script, keys, args,
+#: the index in args of its fetch-next flag (None: it has none).
+Record = tuple[str, int, LuaScript, Sequence[str], Sequence[Any], "int | None"]
+
+#: Who the server is: its run id and replication id (None when INFO does not tell).
+Identity = tuple[str, str] | None
+
+
+def _read_identity(client: redis.Redis) -> Identity:
+    """The server's run id and replication id, or None where INFO is missing (fakeredis) or
+    says neither. A new process (a restart, another node) has a new run id; a node that was
+    resynced or promoted has a new replication id."""
+    pipe = client.pipeline(transaction=False)
+    pipe.info("server")
+    pipe.info("replication")
+    try:
+        server, replication = pipe.execute()
+    except redis.ResponseError:
+        return None
+    run_id, replid = server.get("run_id"), replication.get("master_replid")
+    if not run_id or not replid:
+        return None
+    return str(run_id), str(replid)
+
+
+class MasterMoves:
+    """One Worker's record of its finishes, and the settling after a master move (see the module
+    docstring). ``held`` names the jobs the worker runs now, with their tokens."""
+
+    def __init__(self, client: redis.Redis, keys: QueueKeys, *, lock_duration: int, clock: Clock) -> None:
+        self.client = client
+        self.keys = keys
+        self.lock_duration = lock_duration
+        self.clock = clock
+        #: Set by any connection error on the worker's scripts: the master may have moved.
+        self.suspect = False
+        self.held: Callable[[], Mapping[str, str]] = dict
+        self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
+        self._lock = threading.Lock()
+        self._identity: Identity = None
+        self._moves_seen = self._moves()
+        self._reclaim = script("reclaimJob").bind(keys)
+        #: What the last settling after a move did, for logs and tests: jobs whose finish was
+        #: sent again and taken, finishes refused (the new master had them), jobs held again.
+        self.resent: list[str] = []
+        self.refused: list[str] = []
+        self.reclaimed: list[str] = []
+        self.settled = 0
+
+    def _moves(self) -> int:
+        return int(getattr(self.client.connection_pool, "master_moves", 0))
+
+    def record(self, job_id: str, lua: LuaScript, keys: Sequence[str], args: Sequence[Any],
+               fetch_index: int | None) -> None:
+        """The hot path: a finish the server acknowledged (args[1] is its timestamp)."""
+        self.records.append((job_id, args[1], lua, keys, args, fetch_index))
+
+    def observe(self) -> None:
+        """Learn who the server is (at the worker's start); unknown if it cannot be asked now."""
+        try:
+            identity = _read_identity(self.client)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return
+        with self._lock:
+            self._identity = identity
+
+    def settle(self, *, force: bool = False) -> None:
+        """If the master may have moved (``suspect``, a move the transport counted, or ``force``):
+        find out, and after a move send again what the new master may lack. A connection error
+        propagates with ``suspect`` still set: the caller's retry settles again."""
+        if not (self.suspect or force or self._moves() != self._moves_seen):
+            return
+        with self._lock:
+            moves = self._moves()
+            if not (self.suspect or force or moves != self._moves_seen):
+                return  # another thread settled meanwhile
+            identity = _read_identity(self.client)
+            known = self._identity
+            moved = moves != self._moves_seen or (identity is not None and known is not None and identity != known) \
+                or (known is None and identity is not None and bool(self.records))
+            if moved:
+                self._send_again(identity)
+            self._identity = identity if identity is not None else known
+            self._moves_seen = moves
+            self.suspect = False
+
+    def _send_again(self, identity: Identity) -> None:
+        now = self.clock()
+        held = dict(self.held())
+        latest: dict[str, Record] = {}
+        for record in reversed(self.records):
+            job_id, at = record[0], int(record[1])
+            if now - at > self.lock_duration:
+                break  # older ones are older still: their locks are gone from the new master
+            if job_id not in held and job_id not in latest:
+                latest[job_id] = record
+        finishes = list(reversed(latest.values()))
+        calls: list[tuple[LuaScript, Sequence[str], Sequence[Any]]] = []
+        for _job_id, _at, lua, keys, args, fetch_index in finishes:
+            if fetch_index is not None:
+                args = [*args[:fetch_index], "0", *args[fetch_index + 1:]]
+            calls.append((lua, keys, args))
+        reclaimed = sorted(held)
+        for job_id in reclaimed:
+            calls.append((self._reclaim.script, self._reclaim.for_job(job_id),
+                          [job_id, held[job_id], self.lock_duration, now]))
+        replies = run_calls(self.client, calls)
+        for reply in replies:
+            if isinstance(reply, NotRunError):
+                raise reply  # the new master is not reachable yet: settled again at the next call
+        resent, refused, taken = [], [], []
+        for (job_id, *_rest), reply in zip(finishes, replies):
+            refused_here = isinstance(reply, Exception) or (isinstance(reply, int) and reply < 0)
+            (refused if refused_here else resent).append(job_id)
+        for job_id, reply in zip(reclaimed, replies[len(finishes):]):
+            if reply in (1, 2):
+                taken.append(job_id)
+            elif reply != 0:
+                log.debug("worker %s: job %s is no longer ours on the new master (%r)", self.keys.queue_name, job_id,
+                          reply)
+        self.resent, self.refused, self.reclaimed = resent, refused, taken
+        self.settled += 1
+        where = "a new master" if identity is None else f"server {identity[0][:12]}"
+        log.info("worker %s: the master changed (now %s): %d recent finish(es) checked, %d job(s) held",
+                 self.keys.queue_name, where, len(finishes), len(reclaimed))
+        if refused:
+            log.debug("worker %s: the new master had %d of them already: %s", self.keys.queue_name, len(refused),
+                      ", ".join(refused[:20]))
+        if resent:
+            log.warning("worker %s: the failover had lost %d finish(es) of this worker; sent again: %s",
+                        self.keys.queue_name, len(resent), ", ".join(resent[:20]))
+        if taken:
+            log.warning("worker %s: the failover had lost the take of %d running job(s); held again: %s",
+                        self.keys.queue_name, len(taken), ", ".join(taken[:20]))
