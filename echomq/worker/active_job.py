@@ -99,6 +99,12 @@ class Attempt:
         return self.fields.get("rjk") or None
 
     @property
+    def taken(self) -> tuple[str, str]:
+        """processedOn and ats as the take left them: which take this attempt is (reclaimJob)."""
+        fields = self.fields
+        return fields.get("processedOn", ""), fields.get("ats", "")
+
+    @property
     def deferred_failure(self) -> str | None:
         """``defa``: the stalled check or a failed child decided this job must fail."""
         return self.fields.get("defa") or None

@@ -17,12 +17,19 @@ transport saw the master move (a Sentinel switch, a slot that moved: ``master_mo
 pool), and on a change, before anything else is sent:
 
 1. every recorded finish of a job this worker is not running now is sent again, as it was (same
-   token, timestamp, result or failure), without its fetch-next. The script refuses one the new
-   master has (the job is not active with that token: it finished, or was retried and taken by
-   another token), and that refusal is the expected answer, logged at DEBUG only; one it takes
-   (the failover had lost it) is logged as a WARNING;
+   token, timestamp, result or failure), without its fetch-next, after a ``reclaimJob`` of its
+   take (the take may be lost too: the job is then still waiting on the new master, and is
+   taken back first, with the same token, processedOn and ats). The finish script refuses one
+   the new master has (the job is not active with that token: it finished, or was retried and
+   taken by another token), and that refusal is the expected answer, logged at DEBUG only; one
+   it takes (the failover had lost it) is logged as a WARNING;
 2. every job this worker is running is held again (``reclaimJob``): a take the new master lost is
    taken again with the same token, so the job's own finish is accepted there.
+
+``reclaimJob`` tells the worker's take from a later one by the job hash as the take left it
+(processedOn, ats): a job that finished and was retried since is left alone, except one retried
+with ``reset_attempts_started`` in its first attempt, which looks like a lost first take and is
+taken (and completed with the result of the run before the retry).
 
 Only then does the worker take new work, renew its locks or run the stalled check. A job's
 newest record is the one sent (a job retried and taken again by the same token would otherwise
@@ -51,9 +58,9 @@ log = logging.getLogger(__name__)
 #: failover can lose is milliseconds to a second).
 MAX_RECORDS = 10_000
 
-#: A finish as recorded: job id, timestamp (epoch ms, the script's ARGV[2]), script, keys, args,
-#: the index in args of its fetch-next flag (None: it has none).
-Record = tuple[str, int, LuaScript, Sequence[str], Sequence[Any], "int | None"]
+#: A finish as recorded: job id, token, the take's processedOn and ats, script, keys, args (args[1]
+#: is its timestamp, epoch ms), the index in args of its fetch-next flag (None: it has none).
+Record = tuple[str, str, tuple[str, str], LuaScript, Sequence[str], Sequence[Any], "int | None"]
 
 #: Who the server is: its run id and replication id (None when INFO does not tell).
 Identity = tuple[str, str] | None
@@ -87,7 +94,8 @@ class MasterMoves:
         self.clock = clock
         #: Set by any connection error on the worker's scripts: the master may have moved.
         self.suspect = False
-        self.held: Callable[[], Mapping[str, str]] = dict
+        #: The jobs the worker runs now: token, and the take's processedOn and ats (LockRegistry.held).
+        self.held: Callable[[], Mapping[str, tuple[str, str, str]]] = dict
         self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
         self._lock = threading.Lock()
         self._identity: Identity = None
@@ -103,10 +111,10 @@ class MasterMoves:
     def _moves(self) -> int:
         return int(getattr(self.client.connection_pool, "master_moves", 0))
 
-    def record(self, job_id: str, lua: LuaScript, keys: Sequence[str], args: Sequence[Any],
-               fetch_index: int | None) -> None:
-        """The hot path: a finish the server acknowledged (args[1] is its timestamp)."""
-        self.records.append((job_id, args[1], lua, keys, args, fetch_index))
+    def record(self, job_id: str, token: str, taken: tuple[str, str], lua: LuaScript, keys: Sequence[str],
+               args: Sequence[Any], fetch_index: int | None) -> None:
+        """The hot path: a finish the server acknowledged (one tuple appended)."""
+        self.records.append((job_id, token, taken, lua, keys, args, fetch_index))
 
     def observe(self) -> None:
         """Learn who the server is (at the worker's start); unknown if it cannot be asked now."""
@@ -132,50 +140,55 @@ class MasterMoves:
             moved = moves != self._moves_seen or (identity is not None and known is not None and identity != known) \
                 or (known is None and identity is not None and bool(self.records))
             if moved:
-                self._send_again(identity)
+                self.send_again(identity)
             self._identity = identity if identity is not None else known
             self._moves_seen = moves
             self.suspect = False
 
-    def _send_again(self, identity: Identity) -> None:
+    def send_again(self, identity: Identity = None) -> None:
+        """What settling does after a move (public for tests): send the recent finishes again and
+        hold the running jobs again, on the server the client talks to now."""
         now = self.clock()
         held = dict(self.held())
         latest: dict[str, Record] = {}
         for record in reversed(self.records):
-            job_id, at = record[0], int(record[1])
-            if now - at > self.lock_duration:
+            job_id = record[0]
+            if now - int(record[5][1]) > self.lock_duration:
                 break  # older ones are older still: their locks are gone from the new master
             if job_id not in held and job_id not in latest:
                 latest[job_id] = record
         finishes = list(reversed(latest.values()))
         calls: list[tuple[LuaScript, Sequence[str], Sequence[Any]]] = []
-        for _job_id, _at, lua, keys, args, fetch_index in finishes:
+        for job_id, token, (processed_on, ats), lua, keys, args, fetch_index in finishes:
+            # the take first: a finish whose take was lost too is accepted once the take is back
+            calls.append(self._reclaim_call(job_id, token, processed_on, ats))
             if fetch_index is not None:
                 args = [*args[:fetch_index], "0", *args[fetch_index + 1:]]
             calls.append((lua, keys, args))
-        reclaimed = sorted(held)
-        for job_id in reclaimed:
-            calls.append((self._reclaim.script, self._reclaim.for_job(job_id),
-                          [job_id, held[job_id], self.lock_duration, now]))
+        running = sorted(held)
+        for job_id in running:
+            token, processed_on, ats = held[job_id]
+            calls.append(self._reclaim_call(job_id, token, processed_on, ats))
         replies = run_calls(self.client, calls)
         for reply in replies:
             if isinstance(reply, NotRunError):
                 raise reply  # the new master is not reachable yet: settled again at the next call
         resent, refused, taken = [], [], []
-        for (job_id, *_rest), reply in zip(finishes, replies):
+        for index, record in enumerate(finishes):
+            reply = replies[2 * index + 1]
             refused_here = isinstance(reply, Exception) or (isinstance(reply, int) and reply < 0)
-            (refused if refused_here else resent).append(job_id)
-        for job_id, reply in zip(reclaimed, replies[len(finishes):]):
+            (refused if refused_here else resent).append(record[0])
+        for job_id, reply in zip(running, replies[2 * len(finishes):]):
             if reply in (1, 2):
                 taken.append(job_id)
             elif reply != 0:
-                log.debug("worker %s: job %s is no longer ours on the new master (%r)", self.keys.queue_name, job_id,
-                          reply)
+                log.debug("worker %s: job %s is no longer this worker's on the new master (%r)", self.keys.queue_name,
+                          job_id, reply)
         self.resent, self.refused, self.reclaimed = resent, refused, taken
         self.settled += 1
         where = "a new master" if identity is None else f"server {identity[0][:12]}"
-        log.info("worker %s: the master changed (now %s): %d recent finish(es) checked, %d job(s) held",
-                 self.keys.queue_name, where, len(finishes), len(reclaimed))
+        log.info("worker %s: the master changed (now %s): %d recent finish(es) checked, %d running job(s) held",
+                 self.keys.queue_name, where, len(finishes), len(running))
         if refused:
             log.debug("worker %s: the new master had %d of them already: %s", self.keys.queue_name, len(refused),
                       ", ".join(refused[:20]))
@@ -185,3 +198,8 @@ class MasterMoves:
         if taken:
             log.warning("worker %s: the failover had lost the take of %d running job(s); held again: %s",
                         self.keys.queue_name, len(taken), ", ".join(taken[:20]))
+
+    def _reclaim_call(self, job_id: str, token: str, processed_on: str, ats: str
+                      ) -> tuple[LuaScript, Sequence[str], Sequence[Any]]:
+        return (self._reclaim.script, self._reclaim.for_job(job_id),
+                [job_id, token, self.lock_duration, processed_on, ats])

@@ -178,9 +178,12 @@ class Transitions:
         attempts: int,
         fetch_next: bool,
         fields: Sequence[str] = (),
+        taken: tuple[str, str] = ("", ""),
     ) -> Fetched | None:
         """Complete (value = return value JSON) or finally fail (value = failed reason).
-        Returns the next job's Fetched when fetch_next took one (or learnt the next due time)."""
+        Returns the next job's Fetched when fetch_next took one (or learnt the next due time).
+        ``taken`` (processedOn, ats of the take) goes into the record of the finish, which
+        tells this take from another if it must be sent again after a failover."""
         target = "completed" if completed else "failed"
         count, age, limit = keep_args(keep)
         args = [
@@ -194,14 +197,14 @@ class Transitions:
         if isinstance(result, int):
             if result < 0:
                 raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
-            self.moves.record(job_id, bound.script, keys, args, 5)
+            self.moves.record(job_id, token, taken, bound.script, keys, args, 5)
             return None
-        self.moves.record(job_id, bound.script, keys, args, 5)
+        self.moves.record(job_id, token, taken, bound.script, keys, args, 5)
         return parse_fetched(result)
 
     def move_to_delayed(
         self, job_id: str, token: str, now_ms: int, delay_ms: int, *, fields: Sequence[str] = (),
-        fetch_next: bool = False,
+        fetch_next: bool = False, taken: tuple[str, str] = ("", ""),
     ) -> Fetched | None:
         args = [self.keys.job_prefix, now_ms, job_id, token, int(delay_ms), "0", _fields_arg(fields),
                 "1" if fetch_next else "0", *self._fetch_args]
@@ -209,17 +212,17 @@ class Transitions:
         result = self._run(self._delayed, keys, args)
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
-        self.moves.record(job_id, self._delayed.script, keys, args, 7)
+        self.moves.record(job_id, token, taken, self._delayed.script, keys, args, 7)
         return None if isinstance(result, int) else parse_fetched(result)
 
     def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
-              fields: Sequence[str] = ()) -> None:
+              fields: Sequence[str] = (), taken: tuple[str, str] = ("", "")) -> None:
         keys = self._retry.for_job(job_id)
         args = [self.keys.job_prefix, now_ms, "RPUSH" if lifo else "LPUSH", job_id, token, _fields_arg(fields)]
         result = self._run(self._retry, keys, args)
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "retry job", job_id=job_id, state="active")
-        self.moves.record(job_id, self._retry.script, keys, args, None)
+        self.moves.record(job_id, token, taken, self._retry.script, keys, args, None)
 
     # -- maintenance ------------------------------------------------------------------------
     def extend_locks(self, tokens: Mapping[str, str]) -> list[str]:

@@ -135,7 +135,7 @@ class Worker:
         self.id = uuid.uuid4().hex
         self.transitions = Transitions(self.client, self.keys, options)
         self.locks = LockRegistry()
-        self.transitions.moves.held = self.locks.snapshot  # held again after a failover (master_moves.py)
+        self.transitions.moves.held = self.locks.held  # held again after a failover (master_moves.py)
         self.maintenance = Maintenance(
             self.transitions, self.locks, lock_duration=options.lock_duration,
             lock_renew_time=options.lock_renew_time, stalled_interval=options.stalled_interval,

@@ -5,9 +5,9 @@ each job by name, so the test decides which writes happen when:
 
 * before anything is lost: ``a`` completes (its fetch-next takes ``a2``), everything is on the
   replicas (``WAIT``);
-* ``lose_from_here()`` stops the replicas (SIGSTOP) and writes a 32 MiB filler to the master,
-  more than the kernel holds for a socket: what the master takes from then on stays in its own
-  output buffer, and a kill -9 loses it;
+* ``lose_from_here()`` stops the replicas (SIGSTOP) and cuts the master's links to them (CLIENT
+  KILL TYPE replica): a stopped replica cannot connect again, so what the master takes from
+  then on reaches none of them, and a kill -9 loses it;
 * then ``j`` completes and its fetch-next takes ``n`` (a take that is lost too), ``f`` fails for
   good, ``d`` fails with a retry 300 ms later (moveToDelayed), and the scheduler's iteration
   ``tick`` completes, each acknowledged to the worker;
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from echomq.errors import UnrecoverableError
@@ -37,7 +37,6 @@ from support.workers import wait_until
 
 #: The jobs of the scenario, by name (the scheduler's iteration is named "tick").
 NAMES = ("a", "a2", "r", "j", "n", "f", "d", "tick")
-FILLER_BYTES = 32 * 1024 * 1024
 
 
 class _Told(WorkerListener):
@@ -108,11 +107,11 @@ class LostFinishes:
         self.queue.add("n")  # every slot is busy: n waits
         assert master.call("WAIT", 1, 5000) >= 1, "the replica never acknowledged the writes so far"
 
-    def lose_from_here(self, master: Any, replicas: Iterable[Any]) -> None:
-        """Stop the replicas; fill the master's output buffers so what follows stays in it."""
+    def lose_from_here(self, master: Any, replicas: list[Any]) -> None:
+        """Stop the replicas and cut their links: what the master takes next reaches none of them."""
         for replica in replicas:
             replica.pause()
-        master.use(lambda client: client.set(f"{self.keys.base}:filler", b"x" * FILLER_BYTES))
+        assert master.cut_replica_links() == len(replicas)
 
     def finish_some(self) -> None:
         """``j`` (its fetch-next takes ``n``), then ``f``, ``d`` and ``tick``, each acknowledged."""

@@ -140,6 +140,12 @@ class Node:
         if self.process is not None:
             self.process.send_signal(signal.SIGCONT)
 
+    def cut_replica_links(self) -> int:
+        """Close this master's connections to its replicas (CLIENT KILL TYPE replica). With the
+        replicas paused they cannot connect again: what this master takes from then on reaches
+        none of them, and a kill -9 loses it. How many links were cut."""
+        return int(self.call("CLIENT", "KILL", "TYPE", "replica"))
+
     def client(self, **kwargs: Any) -> redis.Redis:
         """A plain client on this one node (the caller closes it)."""
         kwargs.setdefault("socket_connect_timeout", 1)

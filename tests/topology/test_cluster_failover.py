@@ -44,7 +44,11 @@ def test_a_slot_failover_under_full_load(how: str, cluster_factory: Callable[...
         assert wait_until(load.going, timeout=30), "the load never got going"
         load.mark_break()
         if how == "kill-9":
+            replicas = [survivor]
+            load.lose_the_lag(master, replicas)
             master.kill()
+            for replica in replicas:
+                replica.resume()
         else:
             survivor.call("CLUSTER", "FAILOVER")
         assert cluster.wait_owner_change(slot_key, master) is survivor

@@ -3,7 +3,7 @@ survives it (echomq/worker/master_moves.py): the finishes the new master lacks a
 before the worker takes new work, and a job whose take was lost is held again.
 
 tests/support/lost_finishes.py makes the loss certain: the replicas are stopped and the master's
-output buffers filled, then the worker completes ``j`` (whose fetch-next takes ``n``), fails
+links to them cut, then the worker completes ``j`` (whose fetch-next takes ``n``), fails
 ``f`` for good, fails ``d`` with a retry and completes the scheduler's iteration ``tick``, and
 the master is killed (-9): the promoted replica has ``j``, ``f``, ``d`` and ``tick`` still active
 under the worker's locks, and ``n`` still waiting. Without the re-sending (the code before

@@ -53,7 +53,11 @@ def test_a_failover_under_full_load(how: str, wait_replicas: int | str,
         assert wait_until(load.going, timeout=30), "the load never got going"
         load.mark_break()
         if how == "kill-9":
+            replicas = [n for n in setup.data if n is not master]
+            load.lose_the_lag(master, replicas)
             master.kill()
+            for replica in replicas:
+                replica.resume()
         else:
             sentinel = setup.sentinels[0] if how == "failover-to-first-asked" else setup.sentinels[-1]
             sentinel.call("SENTINEL", "FAILOVER", setup.service)
