@@ -35,6 +35,7 @@ from redis.connection import Connection, ConnectionPool, SSLConnection
 from redis.exceptions import AskError, ClusterDownError, MasterDownError, MovedError, ReadOnlyError, TryAgainError
 from redis.retry import Retry
 
+from ..errors import WrongClusterNodeError
 from .unsent import NotRunError
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,25 @@ def topology_code(exc: BaseException) -> str | None:
         if told in _TOPOLOGY_CODES:
             return str(told)
     return None
+
+
+
+def wrong_node(client: Any, exc: BaseException, what: str) -> WrongClusterNodeError | None:
+    """The error to raise for a ``MOVED`` that reached a plain client (``client`` is one server,
+    not routed by slot: a cluster node's URL given without ``--cluster``), else None. A routed
+    client never sees one: its connections turn MOVED into NotRunError and follow the slot."""
+    if topology_code(exc) != "MOVED" or isinstance(getattr(client, "connection_pool", None), SlotOwnerPool):
+        return None
+    slot, owner = getattr(exc, "slot_id", None), None
+    if isinstance(exc, MovedError):
+        owner = f"{exc.host}:{exc.port}"
+    else:  # "MOVED <slot> <host>:<port>" from a parser that left the code in the message
+        parts = str(exc).split()
+        if len(parts) >= 3 and parts[1].isdigit():
+            slot, owner = int(parts[1]), parts[2]
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    node = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+    return WrongClusterNodeError(what, str(node), int(slot) if slot is not None else -1, owner or "another node")
 
 
 class SlotRouter:

@@ -21,6 +21,7 @@ from ..protocol.codec import decode_hash, encode_json, int_or_none, text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import keep_args
 from ..transport.calls import PinnedConnection, run_script
+from ..transport.cluster import wrong_node
 from ..transport.connection import CONNECTION_ERRORS, uses_tls
 from ..transport.scripts import BoundKeys, script
 from .master_moves import MasterMoves
@@ -130,6 +131,16 @@ class Transitions:
         except _MAYBE_MOVED:
             moves.suspect = True
             raise
+        except redis.ResponseError as exc:
+            self._raise_if_wrong_node(exc)
+            raise
+
+    def _raise_if_wrong_node(self, exc: redis.ResponseError) -> None:
+        """MOVED on a plain client: a cluster node that does not serve the queue, which no retry
+        fixes (the caller's loop would retry it forever): WrongClusterNodeError instead."""
+        wrong = wrong_node(self.client, exc, f"worker {self.keys.queue_name}")
+        if wrong is not None:
+            raise wrong from exc
 
     @staticmethod
     def _settle(moves: MasterMoves, *, force: bool = False) -> None:
@@ -248,4 +259,7 @@ class Transitions:
             return run_script(self.client, bound.script, bound.keys, args)
         except _MAYBE_MOVED:
             self.moves.suspect = True
+            raise
+        except redis.ResponseError as exc:
+            self._raise_if_wrong_node(exc)
             raise

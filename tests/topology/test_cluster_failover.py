@@ -19,7 +19,7 @@ import pytest
 from echomq.protocol.keys import QueueKeys
 
 from support.failover_load import FailoverLoad, assert_books
-from support.topologies import Cluster, Node
+from support.topologies import Cluster, Node, wait_for
 from support.workers import wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
@@ -37,7 +37,7 @@ def test_a_slot_failover_under_full_load(how: str, cluster_factory: Callable[...
     cluster = cluster_factory()
     slot_key = QueueKeys(queue_name).meta
     master = cluster.owner_of(slot_key)
-    survivor = cluster.replica_of(master)
+    survivor = wait_for("the master's replica", lambda: cluster.replica_of(master))
     load = FailoverLoad(cluster.client, cluster.url(), queue_name, adds_queue=_queue_on(cluster, master, queue_name))
     try:
         load.start()

@@ -27,7 +27,7 @@ from echomq.protocol.keys import QueueKeys
 
 from support.lost_finishes import LostFinishes, moves_of
 from support.servers import RedisServer
-from support.topologies import Cluster, SentinelSetup
+from support.topologies import Cluster, SentinelSetup, wait_for
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
 
@@ -106,7 +106,7 @@ def test_a_slot_failover(how: str, cluster_factory: Callable[..., Cluster], queu
     cluster = cluster_factory()
     slot_key = QueueKeys(queue_name).meta
     master = cluster.owner_of(slot_key)
-    replica = cluster.replica_of(master)
+    replica = wait_for("the master's replica", lambda: cluster.replica_of(master))
     scenario = LostFinishes(cluster.client, queue_name)
     try:
         scenario.start(master)
