@@ -32,7 +32,15 @@ import redis
 from redis.backoff import EqualJitterBackoff
 from redis.cluster import RedisCluster
 from redis.connection import Connection, ConnectionPool, SSLConnection
-from redis.exceptions import AskError, ClusterDownError, MasterDownError, MovedError, ReadOnlyError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from ..errors import WrongClusterNodeError
@@ -172,7 +180,9 @@ class SlotRouter:
             _LAST_REFRESH[manager] = now
         try:
             manager.initialize()
-        except (redis.RedisError, OSError) as exc:  # every startup node down: the next try refreshes again
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
+            # every startup node down, or a slot nobody serves (CLUSTERDOWN: redis-py refuses a map
+            # that does not cover every slot): the map stays as it was, the next try refreshes again
             log.debug("cluster topology refresh failed: %s", exc)
 
 
