@@ -13,10 +13,13 @@ handed in the lost window are skipped too.
 
 When the counter went back, the ids this Queue was handed from there on name no job on the new
 master: they were lost. They are logged (a WARNING naming how many and which) and kept in
-:attr:`AddBook.lost_job_ids`. A Queue that learns its master changed (the transport counts
-moves on the pool: a Sentinel switch, a cluster slot that moved) reads meta ``idGap``, where the
-first producer to find the counter behind wrote how far back it was, and reports its own ids in
-that gap the same way.
+:attr:`AddBook.lost_job_ids`. Another producer's highest id may be below what the counter went
+back to while ids it was handed are lost above (another Queue added last): its INCR is not
+behind its own ids, and it would be handed one of those. So a Queue that learns its master
+changed (the transport counts moves on the pool: a Sentinel switch, a cluster slot that moved)
+sends its first add after it with ARGV[14] = "1": that add moves the counter past what it gives
+by the margin too, whatever this Queue's own highest. Then it reads meta ``idGap``, where the
+producers that moved the counter wrote the ids no job got, and reports its own ids in it.
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ class AddBook:
         self.moves_seen = 0
         self._count = 0
 
-    def floor_args(self) -> list[str]:
-        """ARGV[12] and ARGV[13] of an add (lua/includes/prepareNewJob.lua)."""
-        return [str(self.highest) if self.highest else "", self._margin]
+    def floor_args(self, moved: bool = False) -> list[str]:
+        """ARGV[12..14] of an add (lua/includes/prepareNewJob.lua); ``moved``: the first add
+        after a master move, which moves the counter past what its INCR gives too."""
+        return [str(self.highest) if self.highest else "", self._margin, "1" if moved else ""]
 
     def reset(self) -> None:
         """The queue was obliterated on purpose: its ids start again."""
@@ -117,8 +121,8 @@ class AddBook:
         lost = sorted({n for n in self._recent if start <= n < end})
         if not lost:
             if by_this_add:
-                log.info("queue %s: the id counter was behind (at %d, below %d): moved past the ids handed out; "
-                         "none of this producer's adds was lost", self.queue_name, start, self.highest + 1)
+                log.info("queue %s: the id counter was moved past a failover (from %d); none of this producer's "
+                         "adds was lost", self.queue_name, start)
             return
         self._recent = deque((n for n in self._recent if not start <= n < end), maxlen=_RECENT)
         shown = ", ".join(map(str, lost[:10])) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")

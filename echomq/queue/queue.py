@@ -134,15 +134,18 @@ class Queue:
         call = self._planner.prepare(name, data, opts)
         self._write_meta()
         book = self._book
+        moves = getattr(self._pool, "master_moves", 0)
+        moved = moves != book.moves_seen
         try:
-            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *book.floor_args()])])
+            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *book.floor_args(moved)])])
         except CallsOutcomeUnknown as exc:
             raise AddOutcomeUnknownError("add", 1, [], exc.__cause__ or exc) from exc.__cause__
         if isinstance(reply, Exception):
             raise reply
         job = self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
                             else book.handed(reply, call.custom_id))
-        self._after_adds()
+        if moved:
+            self._after_move(moves)
         self._confirm("add", [job.id])
         return job
 
@@ -158,9 +161,14 @@ class Queue:
         if calls:
             self._write_meta()
         book = self._book
+        moves = getattr(self._pool, "master_moves", 0)
+        moved = moves != book.moves_seen
         floor = book.floor_args()
+        sent = [(call.script, call.keys, [*call.args, *floor]) for call in calls]
+        if moved and sent:  # the first add of the bulk moves the counter past the failover
+            sent[0] = (sent[0][0], sent[0][1], [*calls[0].args, *book.floor_args(True)])
         try:
-            replies = run_calls(self.client, [(call.script, call.keys, [*call.args, *floor]) for call in calls])
+            replies = run_calls(self.client, sent)
         except CallsOutcomeUnknown as exc:
             handed = [book.handed(reply, call.custom_id) for call, reply in zip(calls, exc.replies)
                       if reply is not None and not isinstance(reply, (int, Exception))]
@@ -171,18 +179,18 @@ class Queue:
                 raise reply
         added = [self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
                                else book.handed(reply, call.custom_id)) for call, reply in zip(calls, replies)]
-        self._after_adds()
+        if moved and calls:
+            self._after_move(moves)
         if added:
             self._confirm("add_bulk", [job.id for job in added])
         return added
 
-    def _after_adds(self) -> None:
-        """After a master move the transport told of: report this Queue's adds it lost (add_book.py)."""
-        moves = getattr(self._pool, "master_moves", 0)
-        if moves != self._book.moves_seen:
-            self._book.moves_seen = moves
-            with refusals("add", [self.keys.meta]):
-                self._book.check_gap(self.client, self.keys.meta)
+    def _after_move(self, moves: int) -> None:
+        """The first add after a master move the transport told of moved the counter past the
+        failover (add_book.py): report this Queue's adds in the gap the producers left."""
+        self._book.moves_seen = moves
+        with refusals("add", [self.keys.meta]):
+            self._book.check_gap(self.client, self.keys.meta)
 
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.

@@ -3,7 +3,7 @@ reclaimJob script), on both backends, one interleaving per test.
 
 A failover that lost the worker's last writes is played here by rewinding the queue: every key
 is DUMPed at the moment the new master would have stopped receiving, the worker goes on, and the
-keys are RESTOREd, as the promoted replica would hold them. ``send_again`` is what the worker's
+keys are RESTOREd, as the promoted replica would hold them (tests/support/snapshot.py). ``send_again`` is what the worker's
 settling does after it saw the move (tests/topology/test_finish_replay.py does it under real
 failovers). Whatever the new master already has is refused, and the refusal writes nothing
 (a key dump before and after is the same).
@@ -23,7 +23,7 @@ from echomq.worker.master_moves import MAX_RECORDS
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Fetched, Transitions
 
-from support.snapshot import queue_snapshot
+from support.snapshot import queue_snapshot, rewind_queue, save_queue
 
 NOW = 1_700_000_000_000
 LOCK_MS = 30_000
@@ -43,20 +43,6 @@ def _rig(connection: redis.Redis, queue_name: str) -> tuple[Queue, Transitions, 
     locks = LockRegistry()
     transitions.moves.held = locks.held
     return Queue(connection, queue_name), transitions, locks, clock
-
-
-def _save(connection: redis.Redis, queue_name: str) -> dict[str, tuple[bytes, int]]:
-    """Every key of the queue as DUMP has it, with its TTL: what a replica would hold now."""
-    pattern = QueueKeys(queue_name).all_keys_pattern()
-    return {text(key): (connection.dump(key), connection.pttl(key)) for key in connection.scan_iter(match=pattern)}
-
-
-def _rewind(connection: redis.Redis, queue_name: str, saved: dict[str, tuple[bytes, int]]) -> None:
-    """The queue as the promoted replica holds it: what came after ``_save`` is lost."""
-    for key in list(connection.scan_iter(match=QueueKeys(queue_name).all_keys_pattern())):
-        connection.delete(key)
-    for key, (dumped, ttl) in saved.items():
-        connection.restore(key, max(ttl, 0), dumped, replace=True)
 
 
 def _take(transitions: Transitions, locks: LockRegistry, clock: Clock, token: str) -> Fetched:
@@ -91,10 +77,10 @@ def test_a_lost_completion_is_sent_again_and_a_second_time_refused_writing_nothi
     queue, transitions, locks, clock = _rig(connection, queue_name)
     queue.add("a")
     taken = _take(transitions, locks, clock, "tok-1")
-    saved = _save(connection, queue_name)
+    saved = save_queue(connection, queue_name)
     clock.now += 5
     _complete(transitions, locks, clock, taken, "tok-1")
-    _rewind(connection, queue_name, saved)  # the completion is lost
+    rewind_queue(connection, queue_name, saved)  # the completion is lost
     job_id = taken.job_id
     assert job_id is not None
     transitions.moves.send_again()
@@ -114,10 +100,10 @@ def test_a_lost_completion_is_sent_again_and_a_second_time_refused_writing_nothi
 def test_a_lost_take_and_its_lost_completion_both_come_back_once(connection: redis.Redis, queue_name: str) -> None:
     queue, transitions, locks, clock = _rig(connection, queue_name)
     queue.add("a")
-    saved = _save(connection, queue_name)  # before the take
+    saved = save_queue(connection, queue_name)  # before the take
     taken = _take(transitions, locks, clock, "tok-1")
     _complete(transitions, locks, clock, taken, "tok-1")
-    _rewind(connection, queue_name, saved)
+    rewind_queue(connection, queue_name, saved)
     job_id = taken.job_id
     assert job_id is not None
     transitions.moves.send_again()
@@ -134,9 +120,9 @@ def test_a_running_job_whose_take_was_lost_is_held_again(connection: redis.Redis
     queue.add("a")
     queue.add("b")
     held = _take(transitions, locks, clock, "tok-1")  # replicated
-    saved = _save(connection, queue_name)
+    saved = save_queue(connection, queue_name)
     lost = _take(transitions, locks, clock, "tok-2")  # this take is lost
-    _rewind(connection, queue_name, saved)
+    rewind_queue(connection, queue_name, saved)
     assert lost.job_id is not None and held.job_id is not None
     transitions.moves.send_again()
     k = QueueKeys(queue_name)
@@ -154,10 +140,10 @@ def test_the_fetch_next_of_a_finish_is_not_sent_again(connection: redis.Redis, q
     queue.add("a")
     first = _take(transitions, locks, clock, "tok-1")
     queue.add("c")
-    saved = _save(connection, queue_name)
+    saved = save_queue(connection, queue_name)
     nxt = _complete(transitions, locks, clock, first, "tok-1", fetch_next=True)
     assert nxt is not None and nxt.job_id is not None  # took c
-    _rewind(connection, queue_name, saved)  # both lost; c is not running here in this test
+    rewind_queue(connection, queue_name, saved)  # both lost; c is not running here in this test
     transitions.moves.send_again()
     k = QueueKeys(queue_name)
     assert first.job_id is not None and connection.zscore(k.completed, first.job_id) is not None
@@ -217,9 +203,9 @@ def test_finishes_older_than_the_lock_are_not_sent_and_the_record_is_bounded(
     queue, transitions, locks, clock = _rig(connection, queue_name)
     queue.add("a")
     taken = _take(transitions, locks, clock, "tok-1")
-    saved = _save(connection, queue_name)
+    saved = save_queue(connection, queue_name)
     _complete(transitions, locks, clock, taken, "tok-1")
-    _rewind(connection, queue_name, saved)
+    rewind_queue(connection, queue_name, saved)
     clock.now += LOCK_MS + 1
     before = queue_snapshot(connection, queue_name)
     transitions.moves.send_again()
