@@ -28,9 +28,11 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from ..protocol.codec import text
+from .enqueue import check_add_result
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +65,13 @@ class AddBook:
         self.moves_seen = 0
         self._count = 0
 
-    def floor_args(self, moved: bool = False) -> list[str]:
+    def floor_args(self, moved: bool = False) -> list[Any]:
         """ARGV[12..14] of an add (lua/includes/prepareNewJob.lua); ``moved``: the first add
-        after a master move, which moves the counter past what its INCR gives too."""
-        return [str(self.highest) if self.highest else "", self._margin, "1" if moved else ""]
+        after a master move, which moves the counter past what its INCR gives too. The highest
+        id goes as an int: the packer writes it in decimal."""
+        if moved:
+            return [self.highest or "", self._margin, "1"]
+        return [self.highest or "", self._margin]  # ARGV[14] absent: no move seen
 
     def reset(self) -> None:
         """The queue was obliterated on purpose: its ids start again."""
@@ -92,6 +97,30 @@ class AddBook:
         if not self._count & 255:
             self._measure()
         return job_id
+
+    def handed_many(self, replies: Sequence[Any], calls: Sequence[Any]) -> list[str]:
+        """:meth:`handed` for a bulk's replies (``calls`` carry each ``custom_id``), with the
+        book updated once: a bulk's auto ids rise along it, so its last is its highest."""
+        ids: list[str] = []
+        autos: list[str] = []
+        for reply, call in zip(replies, calls):
+            if type(reply) is bytes and not call.custom_id:
+                job_id = reply.decode()
+                ids.append(job_id)
+                autos.append(job_id)
+            elif isinstance(reply, int):
+                ids.append(check_add_result(reply, call))  # a refusal: raised
+            else:
+                ids.append(self.handed(reply, call.custom_id))
+        if autos:
+            number = int(autos[-1])
+            if number > self.highest:
+                self.highest = number
+            self._recent.extend(map(int, autos))
+            before, self._count = self._count, self._count + len(autos)
+            if before >> 8 != self._count >> 8:
+                self._measure()
+        return ids
 
     def _measure(self) -> None:
         now = time.monotonic()

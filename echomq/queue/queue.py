@@ -137,7 +137,9 @@ class Queue:
         moves = getattr(self._pool, "master_moves", 0)
         moved = moves != book.moves_seen
         try:
-            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *book.floor_args(moved)])])
+            args = call.args  # the call's own list: extended in place, not copied
+            args += book.floor_args(moved)
+            [reply] = run_calls(self.client, [(call.script, call.keys, args)])
         except CallsOutcomeUnknown as exc:
             raise AddOutcomeUnknownError("add", 1, [], exc.__cause__ or exc) from exc.__cause__
         if isinstance(reply, Exception):
@@ -164,11 +166,10 @@ class Queue:
         moves = getattr(self._pool, "master_moves", 0)
         moved = moves != book.moves_seen
         floor = book.floor_args()
-        sent = [(call.script, call.keys, [*call.args, *floor]) for call in calls]
-        if moved and sent:  # the first add of the bulk moves the counter past the failover
-            sent[0] = (sent[0][0], sent[0][1], [*calls[0].args, *book.floor_args(True)])
+        for index, call in enumerate(calls):  # each call's own list: extended in place, not copied
+            call.args.extend(book.floor_args(True) if moved and not index else floor)
         try:
-            replies = run_calls(self.client, sent)
+            replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls])
         except CallsOutcomeUnknown as exc:
             handed = [book.handed(reply, call.custom_id) for call, reply in zip(calls, exc.replies)
                       if reply is not None and not isinstance(reply, (int, Exception))]
@@ -177,8 +178,7 @@ class Queue:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        added = [self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
-                               else book.handed(reply, call.custom_id)) for call, reply in zip(calls, replies)]
+        added = [self._job_for(call, job_id) for call, job_id in zip(calls, book.handed_many(replies, calls))]
         if moved and calls:
             self._after_move(moves)
         if added:

@@ -55,12 +55,15 @@ from ..types import Clock
 log = logging.getLogger(__name__)
 
 #: The most finishes a worker remembers (a few seconds at full rate: the replication lag a
-#: failover can lose is milliseconds to a second).
+#: failover can lose is milliseconds to a second), and the most bytes of results and failures
+#: they may hold together (the oldest go first).
 MAX_RECORDS = 10_000
+MAX_RECORD_BYTES = 32 * 1024 * 1024
 
 #: A finish as recorded: job id, token, the take's processedOn and ats, script, keys, args (args[1]
-#: is its timestamp, epoch ms), the index in args of its fetch-next flag (None: it has none).
-Record = tuple[str, str, tuple[str, str], LuaScript, Sequence[str], Sequence[Any], "int | None"]
+#: is its timestamp, epoch ms), the index in args of its fetch-next flag (None: it has none), and
+#: the bytes of result and failure it holds.
+Record = tuple[str, str, tuple[str, str], LuaScript, Sequence[str], Sequence[Any], "int | None", int]
 
 #: Who the server is: its run id and replication id (None when INFO does not tell).
 Identity = tuple[str, str] | None
@@ -96,7 +99,9 @@ class MasterMoves:
         self.suspect = False
         #: The jobs the worker runs now: token, and the take's processedOn and ats (LockRegistry.held).
         self.held: Callable[[], Mapping[str, tuple[str, str, str]]] = dict
-        self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
+        self.records: deque[Record] = deque()
+        self._bytes = 0
+        self._records_lock = threading.Lock()
         self._lock = threading.Lock()
         self._identity: Identity = None
         self._moves_seen = self._moves()
@@ -112,9 +117,15 @@ class MasterMoves:
         return int(getattr(self.client.connection_pool, "master_moves", 0))
 
     def record(self, job_id: str, token: str, taken: tuple[str, str], lua: LuaScript, keys: Sequence[str],
-               args: Sequence[Any], fetch_index: int | None) -> None:
-        """The hot path: a finish the server acknowledged (one tuple appended)."""
-        self.records.append((job_id, token, taken, lua, keys, args, fetch_index))
+               args: Sequence[Any], fetch_index: int | None, size: int) -> None:
+        """The hot path: a finish the server acknowledged (one tuple appended; the oldest dropped
+        past :data:`MAX_RECORDS` or :data:`MAX_RECORD_BYTES`)."""
+        records = self.records
+        with self._records_lock:
+            records.append((job_id, token, taken, lua, keys, args, fetch_index, size))
+            self._bytes += size
+            while len(records) > MAX_RECORDS or self._bytes > MAX_RECORD_BYTES:
+                self._bytes -= records.popleft()[7]
 
     def observe(self) -> None:
         """Learn who the server is (at the worker's start); unknown if it cannot be asked now."""
@@ -151,7 +162,9 @@ class MasterMoves:
         now = self.clock()
         held = dict(self.held())
         latest: dict[str, Record] = {}
-        for record in reversed(self.records):
+        with self._records_lock:
+            records = list(self.records)
+        for record in reversed(records):
             job_id = record[0]
             if now - int(record[5][1]) > self.lock_duration:
                 break  # older ones are older still: their locks are gone from the new master
@@ -159,7 +172,7 @@ class MasterMoves:
                 latest[job_id] = record
         finishes = list(reversed(latest.values()))
         calls: list[tuple[LuaScript, Sequence[str], Sequence[Any]]] = []
-        for job_id, token, (processed_on, ats), lua, keys, args, fetch_index in finishes:
+        for job_id, token, (processed_on, ats), lua, keys, args, fetch_index, _size in finishes:
             # the take first: a finish whose take was lost too is accepted once the take is back
             calls.append(self._reclaim_call(job_id, token, processed_on, ats))
             if fetch_index is not None:

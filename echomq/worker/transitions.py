@@ -208,9 +208,9 @@ class Transitions:
         if isinstance(result, int):
             if result < 0:
                 raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
-            self.moves.record(job_id, token, taken, bound.script, keys, args, 5)
+            self.moves.record(job_id, token, taken, bound.script, keys, args, 5, len(value) + len(args[12]))
             return None
-        self.moves.record(job_id, token, taken, bound.script, keys, args, 5)
+        self.moves.record(job_id, token, taken, bound.script, keys, args, 5, len(value) + len(args[12]))
         return parse_fetched(result)
 
     def move_to_delayed(
@@ -223,7 +223,7 @@ class Transitions:
         result = self._run(self._delayed, keys, args)
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
-        self.moves.record(job_id, token, taken, self._delayed.script, keys, args, 7)
+        self.moves.record(job_id, token, taken, self._delayed.script, keys, args, 7, len(args[6]))
         return None if isinstance(result, int) else parse_fetched(result)
 
     def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
@@ -233,7 +233,7 @@ class Transitions:
         result = self._run(self._retry, keys, args)
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "retry job", job_id=job_id, state="active")
-        self.moves.record(job_id, token, taken, self._retry.script, keys, args, None)
+        self.moves.record(job_id, token, taken, self._retry.script, keys, args, None, len(args[5]))
 
     # -- maintenance ------------------------------------------------------------------------
     def extend_locks(self, tokens: Mapping[str, str]) -> list[str]:

@@ -19,7 +19,7 @@ from echomq.protocol.codec import text
 from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue
 from echomq.worker.maintenance import LockRegistry
-from echomq.worker.master_moves import MAX_RECORDS
+from echomq.worker.master_moves import MAX_RECORD_BYTES, MAX_RECORDS
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Fetched, Transitions
 
@@ -211,7 +211,17 @@ def test_finishes_older_than_the_lock_are_not_sent_and_the_record_is_bounded(
     transitions.moves.send_again()
     assert transitions.moves.resent == [] and transitions.moves.refused == []
     assert queue_snapshot(connection, queue_name) == before
-    assert transitions.moves.records.maxlen == MAX_RECORDS
+
+
+def test_the_record_is_bounded_in_count_and_bytes(connection: redis.Redis, queue_name: str) -> None:
+    queue, transitions, locks, clock = _rig(connection, queue_name)
+    moves = transitions.moves
+    for n in range(MAX_RECORDS + 5):
+        moves.record(str(n), "tok", ("", ""), moves._reclaim.script, [], ["x", NOW], None, 1)
+    assert len(moves.records) == MAX_RECORDS and moves.records[0][0] == "5"
+    moves.record("big", "tok", ("", ""), moves._reclaim.script, [], ["x", NOW], None, MAX_RECORD_BYTES - 10)
+    assert sum(record[7] for record in moves.records) <= MAX_RECORD_BYTES
+    assert moves.records[-1][0] == "big" and len(moves.records) == 11  # 10 of 1 byte and the big one
 
 
 def test_settling_finds_a_new_server_by_its_run_id(real_connection: redis.Redis, queue_name: str) -> None:
