@@ -9,6 +9,7 @@ failover under way) are sent again; a connection lost after calls were sent is
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -161,10 +162,8 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
         raise
     finally:
         if sent and several:
-            try:
+            with contextlib.suppress(AttributeError):  # a connection class with slots of its own
                 conn.streaming = False
-            except AttributeError:  # a connection class with slots of its own
-                pass
         if not_run:
             conn.disconnect()  # the server it is on no longer takes these writes
         pool.release(conn)

@@ -59,11 +59,17 @@ log = logging.getLogger(__name__)
 #: they may hold together (the oldest go first).
 MAX_RECORDS = 10_000
 MAX_RECORD_BYTES = 32 * 1024 * 1024
+#: A finish holding at most this many bytes of result and failure is kept on the lock-free path
+#: (the last MAX_RECORDS of them: 40 MiB at most); larger ones are counted against
+#: MAX_RECORD_BYTES, apart.
+SMALL_RECORD_BYTES = 4096
 
-#: A finish as recorded: job id, token, the take's processedOn and ats, script, keys, args (args[1]
-#: is its timestamp, epoch ms), the index in args of its fetch-next flag (None: it has none), and
-#: the bytes of result and failure it holds.
-Record = tuple[str, str, tuple[str, str], LuaScript, Sequence[str], Sequence[Any], "int | None", int]
+#: A finish as recorded: job id, token, the take's processedOn and ats, its timestamp (epoch ms),
+#: the bytes of result and failure it holds, then what the worker's Transitions need to build the
+#: call again (``rebuild``). Atoms only: the garbage collector does not walk thousands of them.
+Record = tuple[Any, ...]
+#: A call as the executor takes it: script, keys, args.
+Call = tuple[LuaScript, Sequence[str], Sequence[Any]]
 
 #: Who the server is: its run id and replication id (None when INFO does not tell).
 Identity = tuple[str, str] | None
@@ -90,8 +96,10 @@ class MasterMoves:
     """One Worker's record of its finishes, and the settling after a master move (see the module
     docstring). ``held`` names the jobs the worker runs now, with their tokens."""
 
-    def __init__(self, client: redis.Redis, keys: QueueKeys, *, lock_duration: int, clock: Clock) -> None:
+    def __init__(self, client: redis.Redis, keys: QueueKeys, *, lock_duration: int, clock: Clock,
+                 rebuild: Callable[[Record], Call]) -> None:
         self.client = client
+        self._rebuild = rebuild
         self.keys = keys
         self.lock_duration = lock_duration
         self.clock = clock
@@ -99,7 +107,8 @@ class MasterMoves:
         self.suspect = False
         #: The jobs the worker runs now: token, and the take's processedOn and ats (LockRegistry.held).
         self.held: Callable[[], Mapping[str, tuple[str, str, str]]] = dict
-        self.records: deque[Record] = deque()
+        self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
+        self.large_records: deque[Record] = deque()
         self._bytes = 0
         self._records_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -116,16 +125,20 @@ class MasterMoves:
     def _moves(self) -> int:
         return int(getattr(self.client.connection_pool, "master_moves", 0))
 
-    def record(self, job_id: str, token: str, taken: tuple[str, str], lua: LuaScript, keys: Sequence[str],
-               args: Sequence[Any], fetch_index: int | None, size: int) -> None:
-        """The hot path: a finish the server acknowledged (one tuple appended; the oldest dropped
-        past :data:`MAX_RECORDS` or :data:`MAX_RECORD_BYTES`)."""
-        records = self.records
+    def record(self, record: Record) -> None:
+        """The hot path: a finish the server acknowledged, one tuple appended (the oldest go past
+        :data:`MAX_RECORDS`; those holding more than :data:`SMALL_RECORD_BYTES` are kept apart,
+        the oldest going past :data:`MAX_RECORD_BYTES`)."""
+        size = record[4]
+        if size <= SMALL_RECORD_BYTES:
+            self.records.append(record)
+            return
         with self._records_lock:
-            records.append((job_id, token, taken, lua, keys, args, fetch_index, size))
+            large = self.large_records
+            large.append(record)
             self._bytes += size
-            while len(records) > MAX_RECORDS or self._bytes > MAX_RECORD_BYTES:
-                self._bytes -= records.popleft()[7]
+            while len(large) > MAX_RECORDS or self._bytes > MAX_RECORD_BYTES:
+                self._bytes -= large.popleft()[4]
 
     def observe(self) -> None:
         """Learn who the server is (at the worker's start); unknown if it cannot be asked now."""
@@ -163,21 +176,22 @@ class MasterMoves:
         held = dict(self.held())
         latest: dict[str, Record] = {}
         with self._records_lock:
-            records = list(self.records)
+            records = [*self.records, *self.large_records]
+        if self.large_records:
+            records.sort(key=lambda record: int(record[3]))  # by timestamp: the two kinds in one order
         for record in reversed(records):
             job_id = record[0]
-            if now - int(record[5][1]) > self.lock_duration:
+            if now - int(record[3]) > self.lock_duration:
                 break  # older ones are older still: their locks are gone from the new master
             if job_id not in held and job_id not in latest:
                 latest[job_id] = record
         finishes = list(reversed(latest.values()))
-        calls: list[tuple[LuaScript, Sequence[str], Sequence[Any]]] = []
-        for job_id, token, (processed_on, ats), lua, keys, args, fetch_index, _size in finishes:
+        calls: list[Call] = []
+        for record in finishes:
+            job_id, token, (processed_on, ats) = record[0], record[1], record[2]
             # the take first: a finish whose take was lost too is accepted once the take is back
             calls.append(self._reclaim_call(job_id, token, processed_on, ats))
-            if fetch_index is not None:
-                args = [*args[:fetch_index], "0", *args[fetch_index + 1:]]
-            calls.append((lua, keys, args))
+            calls.append(self._rebuild(record))
         running = sorted(held)
         for job_id in running:
             token, processed_on, ats = held[job_id]
@@ -186,7 +200,9 @@ class MasterMoves:
         for reply in replies:
             if isinstance(reply, NotRunError):
                 raise reply  # the new master is not reachable yet: settled again at the next call
-        resent, refused, taken = [], [], []
+        resent: list[str] = []
+        refused: list[str] = []
+        taken: list[str] = []
         for index, record in enumerate(finishes):
             reply = replies[2 * index + 1]
             refused_here = isinstance(reply, Exception) or (isinstance(reply, int) and reply < 0)
@@ -212,7 +228,6 @@ class MasterMoves:
             log.warning("worker %s: the failover had lost the take of %d running job(s); held again: %s",
                         self.keys.queue_name, len(taken), ", ".join(taken[:20]))
 
-    def _reclaim_call(self, job_id: str, token: str, processed_on: str, ats: str
-                      ) -> tuple[LuaScript, Sequence[str], Sequence[Any]]:
+    def _reclaim_call(self, job_id: str, token: str, processed_on: str, ats: str) -> Call:
         return (self._reclaim.script, self._reclaim.for_job(job_id),
                 [job_id, token, self.lock_duration, processed_on, ats])

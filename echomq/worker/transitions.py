@@ -24,7 +24,7 @@ from ..transport.calls import PinnedConnection, run_script
 from ..transport.cluster import wrong_node
 from ..transport.connection import CONNECTION_ERRORS, uses_tls
 from ..transport.scripts import BoundKeys, script
-from .master_moves import MasterMoves
+from .master_moves import MasterMoves, Record
 from .options import WorkerOptions
 from .shared_pipe import SharedPipe
 
@@ -32,6 +32,9 @@ from .shared_pipe import SharedPipe
 #: or refused connection, a moved slot or demoted master (transport's NotRunError is one), a
 #: READONLY reply from a plain client's server that became a replica.
 _MAYBE_MOVED: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.ReadOnlyError)
+
+#: The kinds of finish a worker records (MasterMoves.record).
+_FINISHED, _DELAYED, _RETRIED = 0, 1, 2
 
 
 @dataclass(slots=True)
@@ -115,7 +118,8 @@ class Transitions:
         self._retry = script("retryJob").bind(keys)
         self._extend = script("extendLocks").bind(keys)
         self._stalled = script("moveStalledJobsToWait").bind(keys)
-        self.moves = MasterMoves(client, keys, lock_duration=options.lock_duration, clock=options.clock)
+        self.moves = MasterMoves(client, keys, lock_duration=options.lock_duration, clock=options.clock,
+                                 rebuild=self.replay_call)
 
     def _run(self, bound: BoundKeys, keys: Sequence[str], args: Sequence[Any]) -> Any:
         moves = self.moves
@@ -197,43 +201,67 @@ class Transitions:
         tells this take from another if it must be sent again after a failover."""
         target = "completed" if completed else "failed"
         count, age, limit = keep_args(keep)
-        args = [
-            job_id, now_ms, "returnvalue" if completed else "failedReason", value, target,
-            "1" if fetch_next else "0", self._job_prefix, token, count, age, limit, str(int(attempts)),
-            _fields_arg(fields), *self._finish_tail,
-        ]
+        fields_json = _fields_arg(fields)
         bound = self._finished[target]
         keys = bound.for_job(job_id)
-        result = self._run(bound, keys, args)
-        if isinstance(result, int):
-            if result < 0:
-                raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
-            self.moves.record(job_id, token, taken, bound.script, keys, args, 5, len(value) + len(args[12]))
-            return None
-        self.moves.record(job_id, token, taken, bound.script, keys, args, 5, len(value) + len(args[12]))
-        return parse_fetched(result)
+        result = self._run(bound, keys, self._finished_args(job_id, token, now_ms, target, value, count, age, limit,
+                                                            str(int(attempts)), fields_json, fetch_next))
+        if isinstance(result, int) and result < 0:
+            raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
+        # atoms only, no list: a record the garbage collector need not walk (master_moves.py)
+        self.moves.record((job_id, token, taken, now_ms, len(value) + len(fields_json), _FINISHED, target, value,
+                           count, age, limit, str(int(attempts)), fields_json))
+        return None if isinstance(result, int) else parse_fetched(result)
+
+    def _finished_args(self, job_id: str, token: str, now_ms: int, target: str, value: str, count: str, age: str,
+                       limit: str, attempts: str, fields_json: str, fetch_next: bool) -> list[Any]:
+        return [job_id, now_ms, "returnvalue" if target == "completed" else "failedReason", value, target,
+                "1" if fetch_next else "0", self._job_prefix, token, count, age, limit, attempts, fields_json,
+                *self._finish_tail]
 
     def move_to_delayed(
         self, job_id: str, token: str, now_ms: int, delay_ms: int, *, fields: Sequence[str] = (),
         fetch_next: bool = False, taken: tuple[str, str] = ("", ""),
     ) -> Fetched | None:
-        args = [self.keys.job_prefix, now_ms, job_id, token, int(delay_ms), "0", _fields_arg(fields),
-                "1" if fetch_next else "0", *self._fetch_args]
+        fields_json = _fields_arg(fields)
         keys = self._delayed.for_job(job_id)
-        result = self._run(self._delayed, keys, args)
+        result = self._run(self._delayed, keys, self._delayed_args(job_id, token, now_ms, int(delay_ms), fields_json,
+                                                                   fetch_next))
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
-        self.moves.record(job_id, token, taken, self._delayed.script, keys, args, 7, len(args[6]))
+        self.moves.record((job_id, token, taken, now_ms, len(fields_json), _DELAYED, int(delay_ms), fields_json))
         return None if isinstance(result, int) else parse_fetched(result)
+
+    def _delayed_args(self, job_id: str, token: str, now_ms: int, delay_ms: int, fields_json: str,
+                      fetch_next: bool) -> list[Any]:
+        return [self._job_prefix, now_ms, job_id, token, delay_ms, "0", fields_json, "1" if fetch_next else "0",
+                *self._fetch_args]
 
     def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
               fields: Sequence[str] = (), taken: tuple[str, str] = ("", "")) -> None:
         keys = self._retry.for_job(job_id)
-        args = [self.keys.job_prefix, now_ms, "RPUSH" if lifo else "LPUSH", job_id, token, _fields_arg(fields)]
-        result = self._run(self._retry, keys, args)
+        fields_json = _fields_arg(fields)
+        push = "RPUSH" if lifo else "LPUSH"
+        result = self._run(self._retry, keys, [self._job_prefix, now_ms, push, job_id, token, fields_json])
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "retry job", job_id=job_id, state="active")
-        self.moves.record(job_id, token, taken, self._retry.script, keys, args, None, len(args[5]))
+        self.moves.record((job_id, token, taken, now_ms, len(fields_json), _RETRIED, push, fields_json))
+
+    def replay_call(self, record: Record) -> tuple[Any, Sequence[str], list[Any]]:
+        """The call a recorded finish was, without its fetch-next (master_moves.py sends it again)."""
+        job_id, token, _taken, now_ms, _size, kind, *rest = record
+        if kind == _FINISHED:
+            target, value, count, age, limit, attempts, fields_json = rest
+            bound = self._finished[target]
+            return bound.script, bound.for_job(job_id), self._finished_args(
+                job_id, token, now_ms, target, value, count, age, limit, attempts, fields_json, False)
+        if kind == _DELAYED:
+            delay_ms, fields_json = rest
+            return self._delayed.script, self._delayed.for_job(job_id), self._delayed_args(
+                job_id, token, now_ms, delay_ms, fields_json, False)
+        push, fields_json = rest
+        return self._retry.script, self._retry.for_job(job_id), [self._job_prefix, now_ms, push, job_id, token,
+                                                                 fields_json]
 
     # -- maintenance ------------------------------------------------------------------------
     def extend_locks(self, tokens: Mapping[str, str]) -> list[str]:

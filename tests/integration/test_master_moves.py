@@ -1,12 +1,12 @@
 """What a worker sends again after its master moved (echomq/worker/master_moves.py, the
 reclaimJob script), on both backends, one interleaving per test.
 
-A failover that lost the worker's last writes is played here by rewinding the queue: every key
-is DUMPed at the moment the new master would have stopped receiving, the worker goes on, and the
-keys are RESTOREd, as the promoted replica would hold them (tests/support/snapshot.py). ``send_again`` is what the worker's
-settling does after it saw the move (tests/topology/test_finish_replay.py does it under real
-failovers). Whatever the new master already has is refused, and the refusal writes nothing
-(a key dump before and after is the same).
+A failover that lost the worker's last writes is played here by rewinding the queue
+(tests/support/snapshot.py): every key is DUMPed at the moment the new master would have stopped
+receiving, the worker goes on, and the keys are RESTOREd, as the promoted replica would hold
+them. ``send_again`` is what the worker's settling does after it saw the move
+(tests/topology/test_finish_replay.py does it under real failovers). Whatever the new master
+already has is refused, and the refusal writes nothing (a key dump before and after is the same).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from echomq.protocol.codec import text
 from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue
 from echomq.worker.maintenance import LockRegistry
-from echomq.worker.master_moves import MAX_RECORD_BYTES, MAX_RECORDS
+from echomq.worker.master_moves import MAX_RECORD_BYTES, MAX_RECORDS, SMALL_RECORD_BYTES
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Fetched, Transitions
 
@@ -195,7 +195,7 @@ def test_a_running_job_active_without_its_lock_is_locked_again(connection: redis
     connection.delete(k.job_lock(taken.job_id))  # expired on the new master
     transitions.moves.send_again()
     assert transitions.moves.reclaimed == [taken.job_id]
-    assert connection.get(k.job_lock(taken.job_id)) == b"tok-1" and 0 < connection.pttl(k.job_lock(taken.job_id))
+    assert connection.get(k.job_lock(taken.job_id)) == b"tok-1" and connection.pttl(k.job_lock(taken.job_id)) > 0
 
 
 def test_finishes_older_than_the_lock_are_not_sent_and_the_record_is_bounded(
@@ -214,14 +214,17 @@ def test_finishes_older_than_the_lock_are_not_sent_and_the_record_is_bounded(
 
 
 def test_the_record_is_bounded_in_count_and_bytes(connection: redis.Redis, queue_name: str) -> None:
-    queue, transitions, locks, clock = _rig(connection, queue_name)
+    _queue, transitions, _locks, _clock = _rig(connection, queue_name)
     moves = transitions.moves
     for n in range(MAX_RECORDS + 5):
-        moves.record(str(n), "tok", ("", ""), moves._reclaim.script, [], ["x", NOW], None, 1)
+        moves.record((str(n), "tok", ("", ""), NOW, 1))
     assert len(moves.records) == MAX_RECORDS and moves.records[0][0] == "5"
-    moves.record("big", "tok", ("", ""), moves._reclaim.script, [], ["x", NOW], None, MAX_RECORD_BYTES - 10)
-    assert sum(record[7] for record in moves.records) <= MAX_RECORD_BYTES
-    assert moves.records[-1][0] == "big" and len(moves.records) == 11  # 10 of 1 byte and the big one
+    big = SMALL_RECORD_BYTES + 1
+    for n in range(MAX_RECORD_BYTES // big + 3):
+        moves.record((f"big-{n}", "tok", ("", ""), NOW + n, big))
+    assert sum(record[4] for record in moves.large_records) <= MAX_RECORD_BYTES
+    assert len(moves.large_records) == MAX_RECORD_BYTES // big and moves.large_records[0][0] == "big-3"
+    assert len(moves.records) == MAX_RECORDS
 
 
 def test_settling_finds_a_new_server_by_its_run_id(real_connection: redis.Redis, queue_name: str) -> None:

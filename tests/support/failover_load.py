@@ -35,8 +35,8 @@ from typing import Any
 import redis
 
 from echomq.errors import ReplicationError
-from echomq.protocol import events as protocol_events
 from echomq.events.queue_events import QueueEvents
+from echomq.protocol import events as protocol_events
 from echomq.protocol.codec import text
 from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue

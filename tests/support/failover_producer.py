@@ -50,7 +50,7 @@ def main() -> None:
         adds = book["adds"]
         try:
             queue = Queue(args.url, args.queue, wait_replicas=wait)
-        except Exception as exc:  # noqa: BLE001 - e.g. an option this version refuses: the test says so
+        except Exception as exc:  # e.g. an option this version refuses: the test says so
             book["errors"], book["refused"] = 1, repr(exc)
             started[name].set()
             return
