@@ -17,9 +17,10 @@ master: they were lost. They are logged (a WARNING naming how many and which) an
 back to while ids it was handed are lost above (another Queue added last): its INCR is not
 behind its own ids, and it would be handed one of those. So a Queue that learns its master
 changed (the transport counts moves on the pool: a Sentinel switch, a cluster slot that moved)
-sends its first add after it with ARGV[14] = "1": that add moves the counter past what it gives
-by the margin too, whatever this Queue's own highest. Then it reads meta ``idGap``, where the
-producers that moved the counter wrote the ids no job got, and reports its own ids in it.
+sends its first add after it with ARGV[14] = "1" (also an add sent again because it did not run
+while the master moved): that add moves the counter past what it gives by the margin too,
+whatever this Queue's own highest. Then it reads meta ``idGap``, where every producer that moved
+the counter appended the range of ids no job got, and reports its own ids in them.
 """
 
 from __future__ import annotations
@@ -162,10 +163,12 @@ class AddBook:
         self.lost_job_ids.extend(map(str, lost))
 
     def check_gap(self, client: Any, meta_key: str) -> None:
-        """After a master move: read meta ``idGap`` (``"<from>:<to>"``) and report this Queue's ids in it."""
+        """After a master move: read meta ``idGap`` (``"<from>:<to>,..."``, the last ranges of ids no
+        job got) and report this Queue's ids in them."""
         raw = client.hget(meta_key, "idGap")
         if raw is None:
             return
-        start, _, end = text(raw).partition(":")
-        if start.isdigit() and end.isdigit():
-            self.report_gap(int(start), int(end))
+        for gap in text(raw).split(","):
+            start, _, end = gap.partition(":")
+            if start.isdigit() and end.isdigit():
+                self.report_gap(int(start), int(end))

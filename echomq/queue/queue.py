@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 META_VERSION = f"echomq-python:{__version__}"
 
 
+#: An add's ARGV with ARGV[14] (lua/includes/prepareNewJob.lua): the one that says a move was seen.
+_ADD_ARGS_MOVED = 14
+
+
 class Queue:
     """Add jobs to a queue and manage them.
 
@@ -136,18 +140,17 @@ class Queue:
         book = self._book
         moves = getattr(self._pool, "master_moves", 0)
         moved = moves != book.moves_seen
+        args = call.args  # the call's own list: extended in place, not copied
+        args += book.floor_args(moved)
         try:
-            args = call.args  # the call's own list: extended in place, not copied
-            args += book.floor_args(moved)
-            [reply] = run_calls(self.client, [(call.script, call.keys, args)])
+            [reply] = run_calls(self.client, [(call.script, call.keys, args)], before_resend=self._before_resend)
         except CallsOutcomeUnknown as exc:
             raise AddOutcomeUnknownError("add", 1, [], exc.__cause__ or exc) from exc.__cause__
         if isinstance(reply, Exception):
             raise reply
         job = self._job_for(call, check_add_result(reply, call) if isinstance(reply, int)
                             else book.handed(reply, call.custom_id))
-        if moved:
-            self._after_move(moves)
+        self._after_move_if_any()
         self._confirm("add", [job.id])
         return job
 
@@ -169,7 +172,8 @@ class Queue:
         for index, call in enumerate(calls):  # each call's own list: extended in place, not copied
             call.args.extend(book.floor_args(True) if moved and not index else floor)
         try:
-            replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls])
+            replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls],
+                                before_resend=self._before_resend)
         except CallsOutcomeUnknown as exc:
             handed = [book.handed(reply, call.custom_id) for call, reply in zip(calls, exc.replies)
                       if reply is not None and not isinstance(reply, (int, Exception))]
@@ -179,18 +183,30 @@ class Queue:
             if isinstance(reply, Exception):
                 raise reply
         added = [self._job_for(call, job_id) for call, job_id in zip(calls, book.handed_many(replies, calls))]
-        if moved and calls:
-            self._after_move(moves)
+        if calls:
+            self._after_move_if_any()
         if added:
             self._confirm("add_bulk", [job.id for job in added])
         return added
 
-    def _after_move(self, moves: int) -> None:
-        """The first add after a master move the transport told of moved the counter past the
-        failover (add_book.py): report this Queue's adds in the gap the producers left."""
-        self._book.moves_seen = moves
-        with refusals("add", [self.keys.meta]):
-            self._book.check_gap(self.client, self.keys.meta)
+    def _before_resend(self, calls: Sequence[Any], pending: Sequence[int]) -> None:
+        """For run_calls: before adds are sent again (they did not run: a failover under way),
+        the first of them carries ARGV[14] = "1" if the master moved meanwhile (add_book.py)."""
+        if getattr(self._pool, "master_moves", 0) != self._book.moves_seen and pending:
+            first = calls[pending[0]][2]
+            if len(first) == _ADD_ARGS_MOVED - 1:
+                first.append("1")
+            else:
+                first[_ADD_ARGS_MOVED - 1] = "1"
+
+    def _after_move_if_any(self) -> None:
+        """After the first adds past a master move the transport told of (they moved the counter
+        past the failover, add_book.py): report this Queue's adds in the gap the producers left."""
+        moves = getattr(self._pool, "master_moves", 0)
+        if moves != self._book.moves_seen:
+            self._book.moves_seen = moves
+            with refusals("add", [self.keys.meta]):
+                self._book.check_gap(self.client, self.keys.meta)
 
     def add_flow(self, parent: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Job:
         """Add a parent job that waits (``waiting-children``) until all its children complete.

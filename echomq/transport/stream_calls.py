@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
@@ -39,7 +39,8 @@ _RESEND_FIRST_DELAY_S = 0.01
 _RESEND_MAX_DELAY_S = 0.25
 
 
-def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float = RESEND_FOR_S) -> list[Any]:
+def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float = RESEND_FOR_S,
+              before_resend: Callable[[Sequence[Call], Sequence[int]], None] | None = None) -> list[Any]:
     """Run every call in order; returns each reply (an exception instance for an error reply).
 
     An error reply is returned in its slot, not raised, so one bad call never desynchronises
@@ -50,6 +51,9 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
     slot holds the NotRunError. Any other connection error after a call was sent is raised: the
     calls not yet answered may or may not have run (:class:`CallsOutcomeUnknown` says which).
 
+    ``before_resend(calls, indexes)`` is called before each resend with the indexes of the calls
+    about to go again: it may change their args in place (an add learns there that its master
+    moved).
     The first pass is the hot path of every add: nothing is read or built for a resend (the
     deadline, the Sentinel watch's epoch) until a call did not run.
     """
@@ -83,6 +87,8 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
             time.sleep(delay)
         delay = min(delay * 2, _RESEND_MAX_DELAY_S)
         pending = not_run
+        if before_resend is not None:
+            before_resend(calls, pending)
         try:
             got = _stream(client, [calls[i] for i in pending])
         except NotRunError as exc:

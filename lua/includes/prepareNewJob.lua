@@ -14,10 +14,10 @@
   refused does, even with a custom id), resolves the job id and handles an existing custom id.
   When ARGV[12] names an id at or above what the INCR gave (the counter went back: a failover or
   a restart lost writes), or ARGV[14] is "1", the counter is SET to the larger of the two plus
-  ARGV[13] and meta `idGap` records "<what the INCR gave>:<what it was moved to>" for the queue's
-  other producers (an idGap that ends right below, or at, what the INCR gave is extended: two
-  producers moving past the same failover leave one gap); the script then returns
-  {jobId, <what the INCR gave>} instead of jobId (rolledBack below).
+  ARGV[13] and meta `idGap` gets "<what the INCR gave>:<what it was moved to>" appended (a comma
+  list of the last 32 such ranges: the ids no job got, for the queue's other producers to find
+  theirs in); the script then returns {jobId, <what the INCR gave>} instead of jobId
+  (rolledBack below).
   Returns
   jobId, jobKey, maxEvents, opts (decoded), earlyResult, rolledBack; when earlyResult is not nil
   the script returns it as is.
@@ -52,15 +52,17 @@ local function prepareNewJob(idKey, metaKey, completedKey, eventsKey)
     rolledBack = counter
     counter = math.max(counter, highest or 0) + (tonumber(ARGV[13]) or 1)
     redis.call("SET", idKey, counter)
-    local from = rolledBack
-    local gap = redis.call("HGET", metaKey, "idGap")
-    if gap then
-      local start, stop = string.match(gap, "^(%d+):(%d+)$")
-      if start and tonumber(start) <= rolledBack and rolledBack <= tonumber(stop) + 1 then
-        from = tonumber(start)
-      end
+    -- the ids no job got, newest last, the last 32 moves: every producer that saw the move
+    -- reads them, however many adds came between two producers' moves
+    local gaps = {}
+    for gap in string.gmatch(redis.call("HGET", metaKey, "idGap") or "", "[^,]+") do
+      table.insert(gaps, gap)
     end
-    redis.call("HSET", metaKey, "idGap", from .. ":" .. counter)
+    table.insert(gaps, rolledBack .. ":" .. counter)
+    while #gaps > 32 do
+      table.remove(gaps, 1)
+    end
+    redis.call("HSET", metaKey, "idGap", table.concat(gaps, ","))
   end
   local maxEvents = getOrSetMaxEvents(metaKey)
   local opts = cjson.decode(ARGV[11])

@@ -112,12 +112,24 @@ def test_the_first_add_after_a_move_skips_the_ids_another_producer_lost(connecti
     moved = first.add("a").id  # INCR gives 3: above first's 2, moved past it all the same
     assert int(moved) == 3 + MIN_MARGIN
     assert first.lost_job_ids == []
-    later = second.add("b").id  # INCR gives 1004, above second's 5: moved again, the gap extended
-    assert int(later) == int(moved) + 1 + MIN_MARGIN
-    assert connection.hget(QueueKeys(queue_name).meta, "idGap") == f"3:{later}".encode()
+    first.add("a")  # adds between the two producers' moves do not hide the first one's gap
+    later = second.add("b").id  # INCR gives 1005, above second's 5: moved again, a second gap
+    assert int(later) == int(moved) + 2 + MIN_MARGIN
+    gaps = f"3:{moved},{int(moved) + 2}:{later}"
+    assert connection.hget(QueueKeys(queue_name).meta, "idGap") == gaps.encode()
     assert second.lost_job_ids == ["3", "4", "5"]
     assert first.add("a").id == str(int(later) + 1)  # one move per move: then on as before
-    assert {job.id for job in first.get_jobs("waiting")} == {"1", "2", moved, later, str(int(later) + 1)}
+    assert {job.id for job in first.get_jobs("waiting")} == {"1", "2", moved, str(int(moved) + 1), later,
+                                                          str(int(later) + 1)}
+
+
+def test_the_gaps_kept_are_the_last_32(connection: redis.Redis, queue_name: str) -> None:
+    queue = Queue(connection, queue_name)
+    for n in range(34):
+        queue.client.connection_pool.master_moves = n + 1  # type: ignore[attr-defined]
+        queue.add("a")
+    gaps = connection.hget(QueueKeys(queue_name).meta, "idGap").decode().split(",")
+    assert len(gaps) == 32 and all(len(gap.split(":")) == 2 for gap in gaps)
 
 
 def test_a_bulk_after_a_move_skips_once(connection: redis.Redis, queue_name: str) -> None:
