@@ -56,6 +56,10 @@ _TOPOLOGY_CODES = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "REA
 #: write): nothing was written, the command may be sent again (transport/unsent.py). UNBLOCKED
 #: ends a blocking read, which is the reader's to retry.
 _NOT_RUN_CODES = frozenset(_TOPOLOGY_CODES) - {"UNBLOCKED"}
+#: What says the slot may be on another master now (None: a refused connection, the master gone):
+#: counted on the pools (``master_moves``) for the components' books of what a move can lose.
+#: ASK, TRYAGAIN, CLUSTERDOWN and MASTERDOWN leave the slot where it is.
+_MOVE_CODES = frozenset({"MOVED", "READONLY", "UNBLOCKED", None})
 #: The classes redis-py's parsers turn them into. redis-py 5.0's cluster parser strips the code
 #: from the message ("The cluster is down"), so the class is all that tells; MasterDownError
 #: before ClusterDownError, its base.
@@ -163,7 +167,7 @@ class SlotRouter:
         with self._pools_lock:
             pools = list(self._pools)
         for pool in pools:
-            if code != "ASK":  # the components' books: the slot may be on another master now
+            if code in _MOVE_CODES:  # the components' books: the slot may be on another master now
                 pool.master_moves = getattr(pool, "master_moves", 0) + 1  # type: ignore[attr-defined]
             pool.disconnect(inuse_connections=False)
 
