@@ -72,15 +72,21 @@ def _events(connection: redis.Redis, queue_name: str, job_id: str) -> list[str]:
             if fields.get(b"jobId") == job_id.encode()]
 
 
-def test_a_lost_completion_is_sent_again_and_a_second_time_refused_writing_nothing(
-        connection: redis.Redis, queue_name: str) -> None:
+def _lost_completion(connection: redis.Redis, queue_name: str) -> tuple[Transitions, Clock, Fetched]:
+    """One job taken by "tok-1" and completed 5 ms later; the completion lost (the take kept)."""
     queue, transitions, locks, clock = _rig(connection, queue_name)
     queue.add("a")
     taken = _take(transitions, locks, clock, "tok-1")
     saved = save_queue(connection, queue_name)
     clock.now += 5
     _complete(transitions, locks, clock, taken, "tok-1")
-    rewind_queue(connection, queue_name, saved)  # the completion is lost
+    rewind_queue(connection, queue_name, saved)
+    return transitions, clock, taken
+
+
+def test_a_lost_completion_is_sent_again_and_a_second_time_refused_writing_nothing(
+        connection: redis.Redis, queue_name: str) -> None:
+    transitions, _clock, taken = _lost_completion(connection, queue_name)
     job_id = taken.job_id
     assert job_id is not None
     transitions.moves.send_again()
@@ -198,14 +204,8 @@ def test_a_running_job_active_without_its_lock_is_locked_again(connection: redis
     assert connection.get(k.job_lock(taken.job_id)) == b"tok-1" and connection.pttl(k.job_lock(taken.job_id)) > 0
 
 
-def test_finishes_older_than_the_lock_are_not_sent_and_the_record_is_bounded(
-        connection: redis.Redis, queue_name: str) -> None:
-    queue, transitions, locks, clock = _rig(connection, queue_name)
-    queue.add("a")
-    taken = _take(transitions, locks, clock, "tok-1")
-    saved = save_queue(connection, queue_name)
-    _complete(transitions, locks, clock, taken, "tok-1")
-    rewind_queue(connection, queue_name, saved)
+def test_finishes_older_than_the_lock_are_not_sent(connection: redis.Redis, queue_name: str) -> None:
+    transitions, clock, _taken = _lost_completion(connection, queue_name)
     clock.now += LOCK_MS + 1
     before = queue_snapshot(connection, queue_name)
     transitions.moves.send_again()
