@@ -42,7 +42,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -76,9 +76,10 @@ Identity = tuple[str, str] | None
 
 
 def _read_identity(client: redis.Redis) -> Identity:
-    """The server's run id and replication id, or None where INFO is missing (fakeredis) or
-    says neither. A new process (a restart, another node) has a new run id; a node that was
-    resynced or promoted has a new replication id."""
+    """The server's run id and replication id, or None where INFO is missing (fakeredis, an ACL
+    that refuses it) or says neither. A new process (a restart, another node) has a new run id;
+    a node that was resynced or promoted has a new replication id. A replica is not asked who it
+    is (a demoted master answers INFO, which no slot routes): NotRunError, asked again later."""
     pipe = client.pipeline(transaction=False)
     pipe.info("server")
     pipe.info("replication")
@@ -86,10 +87,21 @@ def _read_identity(client: redis.Redis) -> Identity:
         server, replication = pipe.execute()
     except redis.ResponseError:
         return None
+    if replication.get("role") == "slave":
+        raise NotRunError("the server is a replica now: the new master is not reached yet", "READONLY")
     run_id, replid = server.get("run_id"), replication.get("master_replid")
     if not run_id or not replid:
         return None
     return str(run_id), str(replid)
+
+
+class Settling(NamedTuple):
+    """What one settling after a move did: the jobs whose finish was sent again and taken, those
+    whose finish was refused (the new master had it), the running jobs held again."""
+
+    resent: list[str]
+    refused: list[str]
+    reclaimed: list[str]
 
 
 class MasterMoves:
@@ -115,12 +127,22 @@ class MasterMoves:
         self._identity: Identity = None
         self._moves_seen = self._moves()
         self._reclaim = script("reclaimJob").bind(keys)
-        #: What the last settling after a move did, for logs and tests: jobs whose finish was
-        #: sent again and taken, finishes refused (the new master had them), jobs held again.
-        self.resent: list[str] = []
-        self.refused: list[str] = []
-        self.reclaimed: list[str] = []
+        #: What the settlings after a move did, the last 16, newest last (for logs and tests).
+        self.settlings: deque[Settling] = deque(maxlen=16)
         self.settled = 0
+
+    @property
+    def resent(self) -> list[str]:
+        """The last settling's finishes sent again and taken (none yet: [])."""
+        return self.settlings[-1].resent if self.settlings else []
+
+    @property
+    def refused(self) -> list[str]:
+        return self.settlings[-1].refused if self.settlings else []
+
+    @property
+    def reclaimed(self) -> list[str]:
+        return self.settlings[-1].reclaimed if self.settlings else []
 
     def _moves(self) -> int:
         return int(getattr(self.client.connection_pool, "master_moves", 0))
@@ -161,8 +183,10 @@ class MasterMoves:
                 return  # another thread settled meanwhile
             identity = _read_identity(self.client)
             known = self._identity
-            moved = moves != self._moves_seen or (identity is not None and known is not None and identity != known) \
-                or (known is None and identity is not None and bool(self.records))
+            if identity is not None and known is not None:
+                moved = identity != known  # who the server is decides; a counted move only asks
+            else:
+                moved = moves != self._moves_seen or (known is None and identity is not None and bool(self.records))
             if moved:
                 self.send_again(identity)
             self._identity = identity if identity is not None else known
@@ -213,7 +237,7 @@ class MasterMoves:
             elif reply != 0:
                 log.debug("worker %s: job %s is no longer this worker's on the new master (%r)", self.keys.queue_name,
                           job_id, reply)
-        self.resent, self.refused, self.reclaimed = resent, refused, taken
+        self.settlings.append(Settling(resent, refused, taken))
         self.settled += 1
         where = "a new master" if identity is None else f"server {identity[0][:12]}"
         log.info("worker %s: the master changed (now %s): %d recent finish(es) checked, %d running job(s) held",
