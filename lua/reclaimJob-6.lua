@@ -7,10 +7,11 @@
   it sends again (master_moves.py). EchoMQ's own script (BullMQ has none).
 
   Which take is the worker's is told by the job hash as the take left it: processedOn (the
-  take's timestamp) and ats (attempts started, counted by the take). A job waiting whose ats is
-  one below the take's and whose processedOn is not the take's is one whose take is lost: it is
-  taken again. A job waiting otherwise has moved on since (it finished and was retried): it is
-  left alone.
+  take's timestamp) and ats (attempts started, counted by the take), and which job by its
+  timestamp (when it was added: an id handed again after a restart that lost everything names
+  another job, added at another time). A job waiting whose ats is one below the take's and whose
+  processedOn is not the take's is one whose take is lost: it is taken again. A job waiting
+  otherwise has moved on since (it finished and was retried): it is left alone.
 
   Input:
     KEYS[1]  wait            KEYS[2]  active          KEYS[3]  prioritized
@@ -20,6 +21,7 @@
     ARGV[3]  lock duration (ms)
     ARGV[4]  processedOn as the take wrote it
     ARGV[5]  ats as the take left it
+    ARGV[6]  the job's timestamp (when it was added) as the take read it
 
   Output:
     0   the lock is this token's: the new master has the take, nothing written
@@ -29,7 +31,8 @@
         locked, processedOn and ats as the take left them, and the "active" prev=waiting event
         the lost take had written
     -1 no job; -3 the job moved on (finished, retried, taken by another take whose lock is
-    gone): left alone; -6 another token's lock: left alone. Nothing is written for these.
+    gone), or it is another job (added at another time): left alone; -6 another token's lock:
+    left alone. Nothing is written for these.
 
   Events: "active" (jobId, prev=waiting) for 2.
 ]]
@@ -45,7 +48,10 @@ end
 if redis.call("EXISTS", jobKey) == 0 then
   return -1
 end
-local stamp = redis.call("HMGET", jobKey, "processedOn", "ats")
+local stamp = redis.call("HMGET", jobKey, "processedOn", "ats", "timestamp")
+if not stamp[3] or stamp[3] ~= ARGV[6] then
+  return -3
+end
 if stamp[1] == ARGV[4] then
   if redis.call("LREM", KEYS[2], 1, jobId) == 0 then
     return -3

@@ -84,8 +84,10 @@ class Attempt:
         self.data: Any = taken.data
         self.problem: str | None = taken.problem
         self.repairs: list[str] = taken.repairs
-        #: processedOn and ats as the take left them: which take this attempt is (reclaimJob).
-        self.taken: tuple[str, str] = (fields.get("processedOn", ""), fields.get("ats", ""))
+        #: processedOn, ats and the job's timestamp as the take left them: which take of which
+        #: job this attempt is (reclaimJob).
+        self.taken: tuple[str, str, str] = (fields.get("processedOn", ""), fields.get("ats", ""),
+                                            fields.get("timestamp", ""))
 
     @property
     def attempts(self) -> int:

@@ -10,11 +10,11 @@ master, for the next worker to take.
 So a Worker keeps a bounded record of its finishes (:class:`MasterMoves`: the last
 :data:`MAX_RECORDS`, and only those of the last ``lock_duration`` ms are sent again: an older
 lock is gone from the new master, whose stalled check may have taken the job already). When its
-connection may have moved (any connection error on the worker's scripts sets ``suspect``; the
-maintenance thread asks at each step), the next script call of any of its threads first
-*settles*: it reads who the server is (``INFO`` run id and replication id) and whether the
-transport saw the master move (a Sentinel switch, a slot that moved: ``master_moves`` on the
-pool), and on a change, before anything else is sent:
+connection may have moved (any connection error on the worker's scripts sets ``suspect``, the
+transport counts a move on the pool: a Sentinel switch, a slot that moved, and a lock renewal
+that finds locks gone asks too), the next script call of any of its threads first *settles*: it
+reads who the server is (``INFO`` run id and replication id; where INFO is refused, the counted
+moves alone tell), and on a change, before anything else is sent:
 
 1. every recorded finish of a job this worker is not running now is sent again, as it was (same
    token, timestamp, result or failure), without its fetch-next, after a ``reclaimJob`` of its
@@ -64,7 +64,8 @@ MAX_RECORD_BYTES = 32 * 1024 * 1024
 #: MAX_RECORD_BYTES, apart.
 SMALL_RECORD_BYTES = 4096
 
-#: A finish as recorded: job id, token, the take's processedOn and ats, its timestamp (epoch ms),
+#: A finish as recorded: job id, token, the take's processedOn, ats and job timestamp, its own
+#: timestamp (epoch ms),
 #: the bytes of result and failure it holds, then what the worker's Transitions need to build the
 #: call again (``rebuild``). Atoms only: the garbage collector does not walk thousands of them.
 Record = tuple[Any, ...]
@@ -73,26 +74,6 @@ Call = tuple[LuaScript, Sequence[str], Sequence[Any]]
 
 #: Who the server is: its run id and replication id (None when INFO does not tell).
 Identity = tuple[str, str] | None
-
-
-def _read_identity(client: redis.Redis) -> Identity:
-    """The server's run id and replication id, or None where INFO is missing (fakeredis, an ACL
-    that refuses it) or says neither. A new process (a restart, another node) has a new run id;
-    a node that was resynced or promoted has a new replication id. A replica is not asked who it
-    is (a demoted master answers INFO, which no slot routes): NotRunError, asked again later."""
-    pipe = client.pipeline(transaction=False)
-    pipe.info("server")
-    pipe.info("replication")
-    try:
-        server, replication = pipe.execute()
-    except redis.ResponseError:
-        return None
-    if replication.get("role") == "slave":
-        raise NotRunError("the server is a replica now: the new master is not reached yet", "READONLY")
-    run_id, replid = server.get("run_id"), replication.get("master_replid")
-    if not run_id or not replid:
-        return None
-    return str(run_id), str(replid)
 
 
 class Settling(NamedTuple):
@@ -117,14 +98,16 @@ class MasterMoves:
         self.clock = clock
         #: Set by any connection error on the worker's scripts: the master may have moved.
         self.suspect = False
-        #: The jobs the worker runs now: token, and the take's processedOn and ats (LockRegistry.held).
-        self.held: Callable[[], Mapping[str, tuple[str, str, str]]] = dict
+        #: The jobs the worker runs now: token, and the take's processedOn, ats and the job's
+        #: timestamp (LockRegistry.held).
+        self.held: Callable[[], Mapping[str, tuple[str, str, str, str]]] = dict
         self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
         self.large_records: deque[Record] = deque()
         self._bytes = 0
         self._records_lock = threading.Lock()
         self._lock = threading.Lock()
         self._identity: Identity = None
+        self._info_refused = False
         self._moves_seen = self._moves()
         self._reclaim = script("reclaimJob").bind(keys)
         #: What the settlings after a move did, the last 16, newest last (for logs and tests).
@@ -144,6 +127,31 @@ class MasterMoves:
     def reclaimed(self) -> list[str]:
         return self.settlings[-1].reclaimed if self.settlings else []
 
+    def _read_identity(self) -> Identity:
+        """The server's run id and replication id, or None where INFO is missing (fakeredis) or
+        refused (an ACL without it: asked once, then never again) or says neither. A new process
+        (a restart, another node) has a new run id; a node that was resynced or promoted has a new
+        replication id. A replica is not asked who it is (a demoted master answers INFO, which no
+        slot routes): NotRunError, asked again later."""
+        if self._info_refused:
+            return None
+        pipe = self.client.pipeline(transaction=False)
+        pipe.info("server")
+        pipe.info("replication")
+        try:
+            server, replication = pipe.execute()
+        except redis.ResponseError as exc:
+            self._info_refused = True
+            log.debug("worker %s: INFO refused (%s): a failover is told by Sentinel and Cluster moves only",
+                      self.keys.queue_name, exc)
+            return None
+        if replication.get("role") == "slave":
+            raise NotRunError("the server is a replica now: the new master is not reached yet", "READONLY")
+        run_id, replid = server.get("run_id"), replication.get("master_replid")
+        if not run_id or not replid:
+            return None
+        return str(run_id), str(replid)
+
     def _moves(self) -> int:
         return int(getattr(self.client.connection_pool, "master_moves", 0))
 
@@ -162,15 +170,6 @@ class MasterMoves:
             while len(large) > MAX_RECORDS or self._bytes > MAX_RECORD_BYTES:
                 self._bytes -= large.popleft()[4]
 
-    def observe(self) -> None:
-        """Learn who the server is (at the worker's start); unknown if it cannot be asked now."""
-        try:
-            identity = _read_identity(self.client)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            return
-        with self._lock:
-            self._identity = identity
-
     def settle(self, *, force: bool = False) -> None:
         """If the master may have moved (``suspect``, a move the transport counted, or ``force``):
         find out, and after a move send again what the new master may lack. A connection error
@@ -181,7 +180,7 @@ class MasterMoves:
             moves = self._moves()
             if not (self.suspect or force or moves != self._moves_seen):
                 return  # another thread settled meanwhile
-            identity = _read_identity(self.client)
+            identity = self._read_identity()
             known = self._identity
             if identity is not None and known is not None:
                 moved = identity != known  # who the server is decides; a counted move only asks
@@ -212,14 +211,13 @@ class MasterMoves:
         finishes = list(reversed(latest.values()))
         calls: list[Call] = []
         for record in finishes:
-            job_id, token, (processed_on, ats) = record[0], record[1], record[2]
             # the take first: a finish whose take was lost too is accepted once the take is back
-            calls.append(self._reclaim_call(job_id, token, processed_on, ats))
+            calls.append(self._reclaim_call(record[0], record[1], *record[2]))
             calls.append(self._rebuild(record))
         running = sorted(held)
         for job_id in running:
-            token, processed_on, ats = held[job_id]
-            calls.append(self._reclaim_call(job_id, token, processed_on, ats))
+            token, *stamp = held[job_id]
+            calls.append(self._reclaim_call(job_id, token, *stamp))
         replies = run_calls(self.client, calls)
         for reply in replies:
             if isinstance(reply, NotRunError):
@@ -252,6 +250,7 @@ class MasterMoves:
             log.warning("worker %s: the failover had lost the take of %d running job(s); held again: %s",
                         self.keys.queue_name, len(taken), ", ".join(taken[:20]))
 
-    def _reclaim_call(self, job_id: str, token: str, processed_on: str, ats: str) -> Call:
+    def _reclaim_call(self, job_id: str, token: str, processed_on: str = "", ats: str = "",
+                      timestamp: str = "") -> Call:
         return (self._reclaim.script, self._reclaim.for_job(job_id),
-                [job_id, token, self.lock_duration, processed_on, ats])
+                [job_id, token, self.lock_duration, processed_on, ats, timestamp])

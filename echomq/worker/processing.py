@@ -201,7 +201,8 @@ class AttemptRunner:
         it is tracked first, so its lock is renewed however long the listeners take."""
         if fetched is not None and fetched.job_id is not None:
             hash_ = fetched.hash
-            self.locks.track(fetched.job_id, token, (hash_.get("processedOn", ""), hash_.get("ats", "")))
+            self.locks.track(fetched.job_id, token, (hash_.get("processedOn", ""), hash_.get("ats", ""),
+                                                     hash_.get("timestamp", "")))
         tell()
 
     def _count_finished(self) -> None:

@@ -146,6 +146,13 @@ class Transitions:
         if wrong is not None:
             raise wrong from exc
 
+    def settle(self, *, force: bool = False) -> bool:
+        """Settle now (``force``: ask who the server is even without a reason); True when that
+        found a move and sent again what the new master lacked."""
+        before = self.moves.settled
+        self._settle(self.moves, force=force)
+        return self.moves.settled != before
+
     @staticmethod
     def _settle(moves: MasterMoves, *, force: bool = False) -> None:
         try:
@@ -193,7 +200,7 @@ class Transitions:
         attempts: int,
         fetch_next: bool,
         fields: Sequence[str] = (),
-        taken: tuple[str, str] = ("", ""),
+        taken: tuple[str, str, str] = ("", "", ""),
     ) -> Fetched | None:
         """Complete (value = return value JSON) or finally fail (value = failed reason).
         Returns the next job's Fetched when fetch_next took one (or learnt the next due time).
@@ -221,7 +228,7 @@ class Transitions:
 
     def move_to_delayed(
         self, job_id: str, token: str, now_ms: int, delay_ms: int, *, fields: Sequence[str] = (),
-        fetch_next: bool = False, taken: tuple[str, str] = ("", ""),
+        fetch_next: bool = False, taken: tuple[str, str, str] = ("", "", ""),
     ) -> Fetched | None:
         fields_json = _fields_arg(fields)
         keys = self._delayed.for_job(job_id)
@@ -238,7 +245,7 @@ class Transitions:
                 *self._fetch_args]
 
     def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
-              fields: Sequence[str] = (), taken: tuple[str, str] = ("", "")) -> None:
+              fields: Sequence[str] = (), taken: tuple[str, str, str] = ("", "", "")) -> None:
         keys = self._retry.for_job(job_id)
         fields_json = _fields_arg(fields)
         push = "RPUSH" if lifo else "LPUSH"
@@ -279,10 +286,11 @@ class Transitions:
         return [text(x) for x in moved or []]
 
     def _maintain(self, bound: BoundKeys, args: Sequence[Any]) -> Any:
-        """A maintenance script, on the client's pool (whose redis-py may reconnect on its own,
-        unseen): asks who the server is first, so neither a renewal nor a stalled check runs on a
-        new master before what it lacks was sent again (master_moves.py)."""
-        self._settle(self.moves, force=True)
+        """A maintenance script, on the client's pool: after a connection error or a move the
+        transport counted, what the new master lacks is sent again first (master_moves.py). A
+        renewal that finds locks gone asks who the server is itself (Maintenance.renew_locks):
+        the pool's redis-py may have reconnected to a new server unseen."""
+        self._settle(self.moves)
         try:
             return run_script(self.client, bound.script, bound.keys, args)
         except _MAYBE_MOVED:

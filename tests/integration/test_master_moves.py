@@ -45,10 +45,14 @@ def _rig(connection: redis.Redis, queue_name: str) -> tuple[Queue, Transitions, 
     return Queue(connection, queue_name), transitions, locks, clock
 
 
+def _stamp(fetched: Fetched) -> tuple[str, str, str]:
+    return fetched.hash["processedOn"], fetched.hash["ats"], fetched.hash["timestamp"]
+
+
 def _take(transitions: Transitions, locks: LockRegistry, clock: Clock, token: str) -> Fetched:
     fetched = transitions.move_to_active(token, clock())
     assert fetched.job_id is not None
-    locks.track(fetched.job_id, token, (fetched.hash["processedOn"], fetched.hash["ats"]))
+    locks.track(fetched.job_id, token, _stamp(fetched))
     return fetched
 
 
@@ -57,7 +61,7 @@ def _complete(transitions: Transitions, locks: LockRegistry, clock: Clock, fetch
     assert fetched.job_id is not None
     done = transitions.move_to_finished(fetched.job_id, token, clock(), completed=True, value='"ok"', keep=None,
                                         attempts=0, fetch_next=fetch_next,
-                                        taken=(fetched.hash["processedOn"], fetched.hash["ats"]))
+                                        taken=_stamp(fetched))
     locks.untrack(fetched.job_id)
     return done
 
@@ -217,14 +221,31 @@ def test_the_record_is_bounded_in_count_and_bytes(connection: redis.Redis, queue
     _queue, transitions, _locks, _clock = _rig(connection, queue_name)
     moves = transitions.moves
     for n in range(MAX_RECORDS + 5):
-        moves.record((str(n), "tok", ("", ""), NOW, 1))
+        moves.record((str(n), "tok", ("", "", ""), NOW, 1))
     assert len(moves.records) == MAX_RECORDS and moves.records[0][0] == "5"
     big = SMALL_RECORD_BYTES + 1
     for n in range(MAX_RECORD_BYTES // big + 3):
-        moves.record((f"big-{n}", "tok", ("", ""), NOW + n, big))
+        moves.record((f"big-{n}", "tok", ("", "", ""), NOW + n, big))
     assert sum(record[4] for record in moves.large_records) <= MAX_RECORD_BYTES
     assert len(moves.large_records) == MAX_RECORD_BYTES // big and moves.large_records[0][0] == "big-3"
     assert len(moves.records) == MAX_RECORDS
+
+
+def test_an_id_naming_another_job_now_is_left_alone(connection: redis.Redis, queue_name: str) -> None:
+    """A restart that lost everything hands the same ids out again: the job waiting under the id
+    of a finish this worker made is another job (added at another time), and it runs."""
+    queue, transitions, locks, clock = _rig(connection, queue_name)
+    queue.add("a")
+    taken = _take(transitions, locks, clock, "tok-1")
+    _complete(transitions, locks, clock, taken, "tok-1")
+    for key in list(connection.scan_iter(match=QueueKeys(queue_name).all_keys_pattern())):
+        connection.delete(key)  # the server came back empty
+    fresh = Queue(connection, queue_name, clock=lambda: NOW + 7).add("b")
+    assert fresh.id == taken.job_id
+    before = queue_snapshot(connection, queue_name)
+    transitions.moves.send_again()
+    assert transitions.moves.resent == [] and transitions.moves.refused == [taken.job_id]
+    assert queue_snapshot(connection, queue_name) == before
 
 
 def test_settling_finds_a_new_server_by_its_run_id(real_connection: redis.Redis, queue_name: str) -> None:
