@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "ReplicationError": "errors",
     "AddOutcomeUnknownError": "errors",
     "BulkWriteError": "errors",
+    "WrongClusterNodeError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
     "Subscriber": "types",
@@ -123,6 +124,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
         ScriptError,
         UnrecoverableError,
         WaitingChildrenError,
+        WrongClusterNodeError,
     )
     from .events.queue_events import QueueEvents
     from .events.subscribers import EVENT_TAG, GAP_TAG, Handler

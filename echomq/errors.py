@@ -202,6 +202,22 @@ def index_ranges(indexes: Sequence[int]) -> str:
     return "jobs " + ", ".join(runs) if runs else "none"
 
 
+class WrongClusterNodeError(EchoMQError):
+    """A plain client (one server: ``redis://``) reached a node of a Redis Cluster that does not
+    serve the queue's slot: it answered ``MOVED``. No retry fixes it, so a Worker's run() stops
+    with this (docs/deployment.md, "The command line"): give the component a cluster client or
+    URL (``redis+cluster://``, or ``--cluster`` on the command line). ``node`` is where the
+    client is, ``owner`` the node that serves ``slot``."""
+
+    def __init__(self, what: str, node: str, slot: int, owner: str) -> None:
+        super().__init__(
+            f"{what}: Redis at {node} is a node of a Redis Cluster, and slot {slot} of the queue is served by "
+            f"{owner} (MOVED): give a cluster client or a redis+cluster:// URL (on the command line, --cluster)")
+        self.node = node
+        self.slot = slot
+        self.owner = owner
+
+
 class UnrecoverableError(Exception):
     """Raise inside a processor to fail the job at once, whatever attempts are left."""
 

@@ -13,10 +13,14 @@ handed in the lost window are skipped too.
 
 When the counter went back, the ids this Queue was handed from there on name no job on the new
 master: they were lost. They are logged (a WARNING naming how many and which) and kept in
-:attr:`AddBook.lost_job_ids`. A Queue that learns its master changed (the transport counts
-moves on the pool: a Sentinel switch, a cluster slot that moved) reads meta ``idGap``, where the
-first producer to find the counter behind wrote how far back it was, and reports its own ids in
-that gap the same way.
+:attr:`AddBook.lost_job_ids`. Another producer's highest id may be below what the counter went
+back to while ids it was handed are lost above (another Queue added last): its INCR is not
+behind its own ids, and it would be handed one of those. So a Queue that learns its master
+changed (the transport counts moves on the pool: a Sentinel switch, a cluster slot that moved)
+sends its first add after it with ARGV[14] = "1" (also an add sent again because it did not run
+while the master moved): that add moves the counter past what it gives by the margin too,
+whatever this Queue's own highest. Then it reads meta ``idGap``, where every producer that moved
+the counter appended the range of ids no job got, and reports its own ids in them.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from ..protocol.codec import text
+from .enqueue import check_add_result
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +66,13 @@ class AddBook:
         self.moves_seen = 0
         self._count = 0
 
-    def floor_args(self) -> list[str]:
-        """ARGV[12] and ARGV[13] of an add (lua/includes/prepareNewJob.lua)."""
-        return [str(self.highest) if self.highest else "", self._margin]
+    def floor_args(self, moved: bool = False) -> list[Any]:
+        """ARGV[12..14] of an add (lua/includes/prepareNewJob.lua); ``moved``: the first add
+        after a master move, which moves the counter past what its INCR gives too. The highest
+        id goes as an int: the packer writes it in decimal."""
+        if moved:
+            return [self.highest or "", self._margin, "1"]
+        return [self.highest or "", self._margin]  # ARGV[14] absent: no move seen
 
     def reset(self) -> None:
         """The queue was obliterated on purpose: its ids start again."""
@@ -88,6 +98,30 @@ class AddBook:
         if not self._count & 255:
             self._measure()
         return job_id
+
+    def handed_many(self, replies: Sequence[Any], calls: Sequence[Any]) -> list[str]:
+        """:meth:`handed` for a bulk's replies (``calls`` carry each ``custom_id``), with the
+        book updated once: a bulk's auto ids rise along it, so its last is its highest."""
+        ids: list[str] = []
+        autos: list[str] = []
+        for reply, call in zip(replies, calls):
+            if type(reply) is bytes and not call.custom_id:
+                job_id = reply.decode()
+                ids.append(job_id)
+                autos.append(job_id)
+            elif isinstance(reply, int):
+                ids.append(check_add_result(reply, call))  # a refusal: raised
+            else:
+                ids.append(self.handed(reply, call.custom_id))
+        if autos:
+            number = int(autos[-1])
+            if number > self.highest:
+                self.highest = number
+            self._recent.extend(map(int, autos))
+            before, self._count = self._count, self._count + len(autos)
+            if before >> 8 != self._count >> 8:
+                self._measure()
+        return ids
 
     def _measure(self) -> None:
         now = time.monotonic()
@@ -117,8 +151,8 @@ class AddBook:
         lost = sorted({n for n in self._recent if start <= n < end})
         if not lost:
             if by_this_add:
-                log.info("queue %s: the id counter was behind (at %d, below %d): moved past the ids handed out; "
-                         "none of this producer's adds was lost", self.queue_name, start, self.highest + 1)
+                log.info("queue %s: the id counter was moved past a failover (from %d); none of this producer's "
+                         "adds was lost", self.queue_name, start)
             return
         self._recent = deque((n for n in self._recent if not start <= n < end), maxlen=_RECENT)
         shown = ", ".join(map(str, lost[:10])) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")
@@ -129,10 +163,12 @@ class AddBook:
         self.lost_job_ids.extend(map(str, lost))
 
     def check_gap(self, client: Any, meta_key: str) -> None:
-        """After a master move: read meta ``idGap`` (``"<from>:<to>"``) and report this Queue's ids in it."""
+        """After a master move: read meta ``idGap`` (``"<from>:<to>,..."``, the last ranges of ids no
+        job got) and report this Queue's ids in them."""
         raw = client.hget(meta_key, "idGap")
         if raw is None:
             return
-        start, _, end = text(raw).partition(":")
-        if start.isdigit() and end.isdigit():
-            self.report_gap(int(start), int(end))
+        for gap in text(raw).split(","):
+            start, _, end = gap.partition(":")
+            if start.isdigit() and end.isdigit():
+                self.report_gap(int(start), int(end))

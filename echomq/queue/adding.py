@@ -35,6 +35,9 @@ from .replication import confirm_replicas
 
 log = logging.getLogger(__name__)
 
+#: An add's ARGV with ARGV[14] (lua/includes/prepareNewJob.lua): the one that says a move was seen.
+_ADD_ARGS_MOVED = 14
+
 
 class JobAdder:
     """The adds of one Queue (see the module doc); ``planner`` holds its default job options."""
@@ -58,8 +61,11 @@ class JobAdder:
 
     def add(self, name: str, data: Any, opts: Mapping[str, Any]) -> Job:
         call = self.planner.prepare(name, data, opts)
+        book = self.book
+        args = call.args  # the call's own list: extended in place, not copied
+        args += book.floor_args(getattr(self._pool, "master_moves", 0) != book.moves_seen)
         try:
-            [reply] = run_calls(self.client, [(call.script, call.keys, [*call.args, *self.book.floor_args()])])
+            [reply] = run_calls(self.client, [(call.script, call.keys, args)], before_resend=self._before_resend)
         except CallsOutcomeUnknown as exc:
             cause = exc.__cause__ or exc
             if exc.unknown:
@@ -68,7 +74,7 @@ class JobAdder:
         if isinstance(reply, Exception):
             raise reply
         job = self._job_for(call, self._added_id(call, reply))
-        self._after_adds()
+        self._after_move_if_any()
         if not self._meta_written:
             self._stamp_meta()
         if self.wait_replicas:
@@ -85,17 +91,22 @@ class JobAdder:
                 calls.append(prepare(*job_spec(item)))
             except InvalidInputError as exc:
                 raise type(exc)(f"add_bulk: jobs[{index}]: {exc}") from None
-        floor = self.book.floor_args()
+        book = self.book
+        moved = getattr(self._pool, "master_moves", 0) != book.moves_seen
+        floor = book.floor_args()
+        for index, call in enumerate(calls):  # each call's own list: extended in place, not copied
+            call.args.extend(book.floor_args(True) if moved and not index else floor)
         try:
-            replies = run_calls(self.client, [(call.script, call.keys, [*call.args, *floor]) for call in calls])
+            replies = run_calls(self.client, [(call.script, call.keys, call.args) for call in calls],
+                                before_resend=self._before_resend)
         except CallsOutcomeUnknown as exc:
             raise self._bulk_error(calls, exc.replies, exc.__cause__ or exc) from exc.__cause__
-        added: list[Job] = []
-        for call, reply in zip(calls, replies):
-            if isinstance(reply, (Exception, int)):
+        for reply in replies:
+            if isinstance(reply, (Exception, int)):  # a refusal or an error code: not written whole
                 raise self._bulk_error(calls, replies, None)
-            added.append(self._job_for(call, self.book.handed(reply, call.custom_id)))
-        self._after_adds()
+        added = [self._job_for(call, job_id) for call, job_id in zip(calls, book.handed_many(replies, calls))]
+        if calls:
+            self._after_move_if_any()
         if added:
             self._stamp_meta()
             self._confirm("add_bulk", [job.id for job in added])
@@ -158,14 +169,25 @@ class JobAdder:
             self._stamp_meta()
         elif not unknown:
             return first
-        self._after_adds()
+        self._after_move_if_any()
         error = BulkWriteError("add_bulk", len(calls), written, refused, unknown, not_sent)
         error.__cause__ = first
         return error
 
     # -- around the adds ---------------------------------------------------------------------
-    def _after_adds(self) -> None:
-        """After a master move the transport told of: report this producer's adds it lost (add_book.py)."""
+    def _before_resend(self, calls: Sequence[Any], pending: Sequence[int]) -> None:
+        """For run_calls: before adds are sent again (they did not run: a failover under way),
+        the first of them carries ARGV[14] = "1" if the master moved meanwhile (add_book.py)."""
+        if getattr(self._pool, "master_moves", 0) != self.book.moves_seen and pending:
+            first = calls[pending[0]][2]
+            if len(first) == _ADD_ARGS_MOVED - 1:
+                first.append("1")
+            else:
+                first[_ADD_ARGS_MOVED - 1] = "1"
+
+    def _after_move_if_any(self) -> None:
+        """After the first adds past a master move the transport told of (they moved the counter
+        past the failover, add_book.py): report this producer's adds in the gap the producers left."""
         moves = getattr(self._pool, "master_moves", 0)
         if moves != self.book.moves_seen:
             self.book.moves_seen = moves

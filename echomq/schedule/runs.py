@@ -10,8 +10,10 @@ processor again, and logged as a WARNING. The worker step is still sent for it, 
 iteration the failover lost is placed again (docs/protocol.md §4.4: the step is idempotent, the
 repair places the same id: they agree).
 
-What one worker process ran is what it can know: another worker process taking the iteration
-again after a failover cannot (docs/deployment.md, "Schedules").
+This covers the worker that ran it being handed it again (the stalled check gave it back
+after its lock expired on the new master). That the iteration is not handed out again at all,
+to any worker, is the worker's own sending again of its finishes after the move
+(echomq/worker/master_moves.py, docs/deployment.md, "Jobs and schedules").
 """
 
 from __future__ import annotations

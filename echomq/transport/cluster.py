@@ -32,9 +32,18 @@ import redis
 from redis.backoff import EqualJitterBackoff
 from redis.cluster import RedisCluster
 from redis.connection import Connection, ConnectionPool, SSLConnection
-from redis.exceptions import AskError, ClusterDownError, MasterDownError, MovedError, ReadOnlyError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.retry import Retry
 
+from ..errors import WrongClusterNodeError
 from .unsent import NotRunError
 
 log = logging.getLogger(__name__)
@@ -47,6 +56,10 @@ _TOPOLOGY_CODES = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "REA
 #: write): nothing was written, the command may be sent again (transport/unsent.py). UNBLOCKED
 #: ends a blocking read, which is the reader's to retry.
 _NOT_RUN_CODES = frozenset(_TOPOLOGY_CODES) - {"UNBLOCKED"}
+#: What says the slot may be on another master now (None: a refused connection, the master gone):
+#: counted on the pools (``master_moves``) for the components' books of what a move can lose.
+#: ASK, TRYAGAIN, CLUSTERDOWN and MASTERDOWN leave the slot where it is.
+_MOVE_CODES = frozenset({"MOVED", "READONLY", "UNBLOCKED", None})
 #: The classes redis-py's parsers turn them into. redis-py 5.0's cluster parser strips the code
 #: from the message ("The cluster is down"), so the class is all that tells; MasterDownError
 #: before ClusterDownError, its base.
@@ -79,6 +92,25 @@ def topology_code(exc: BaseException) -> str | None:
         if told in _TOPOLOGY_CODES:
             return str(told)
     return None
+
+
+
+def wrong_node(client: Any, exc: BaseException, what: str) -> WrongClusterNodeError | None:
+    """The error to raise for a ``MOVED`` that reached a plain client (``client`` is one server,
+    not routed by slot: a cluster node's URL given without ``--cluster``), else None. A routed
+    client never sees one: its connections turn MOVED into NotRunError and follow the slot."""
+    if topology_code(exc) != "MOVED" or isinstance(getattr(client, "connection_pool", None), SlotOwnerPool):
+        return None
+    slot, owner = getattr(exc, "slot_id", None), None
+    if isinstance(exc, MovedError):
+        owner = f"{exc.host}:{exc.port}"
+    else:  # "MOVED <slot> <host>:<port>" from a parser that left the code in the message
+        parts = str(exc).split()
+        if len(parts) >= 3 and parts[1].isdigit():
+            slot, owner = int(parts[1]), parts[2]
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    node = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+    return WrongClusterNodeError(what, str(node), int(slot) if slot is not None else -1, owner or "another node")
 
 
 class SlotRouter:
@@ -135,7 +167,7 @@ class SlotRouter:
         with self._pools_lock:
             pools = list(self._pools)
         for pool in pools:
-            if code != "ASK":  # the components' books: the slot may be on another master now
+            if code in _MOVE_CODES:  # the components' books: the slot may be on another master now
                 pool.master_moves = getattr(pool, "master_moves", 0) + 1  # type: ignore[attr-defined]
             pool.disconnect(inuse_connections=False)
 
@@ -152,7 +184,9 @@ class SlotRouter:
             _LAST_REFRESH[manager] = now
         try:
             manager.initialize()
-        except (redis.RedisError, OSError) as exc:  # every startup node down: the next try refreshes again
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
+            # every startup node down, or a slot nobody serves (CLUSTERDOWN: redis-py refuses a map
+            # that does not cover every slot): the map stays as it was, the next try refreshes again
             log.debug("cluster topology refresh failed: %s", exc)
 
 

@@ -32,7 +32,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from ..errors import ForkedProcessError, InvalidInputError
 from .cluster import SlotOwnerPool, close_cluster, copy_slot_pool, slot_owner_client
-from .sentinel import copy_sentinel_pool, is_sentinel_master
+from .sentinel import FollowingPool, copy_sentinel_pool, is_sentinel_master
 from .tls import warn_if_unchecked
 from .urls import CLUSTER_SCHEMES, check_url, open_url, redact_url, scheme_of
 
@@ -302,7 +302,9 @@ class Connections:
         closed with this object)."""
         source = self.source
         if isinstance(source, redis.Redis):
-            if is_sentinel_master(source):  # a pool of our own whose sockets re-resolve (sentinel.py)
+            # a pool of our own whose sockets follow the watch (sentinel.py); a component's client
+            # given to another (the Worker's to its scheduler step) is one already, and is shared
+            if is_sentinel_master(source) and not isinstance(source.connection_pool, FollowingPool):
                 with self._lock:
                     if -1 not in self._routed:
                         pool: Any = source.connection_pool

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
@@ -39,7 +39,8 @@ _RESEND_FIRST_DELAY_S = 0.01
 _RESEND_MAX_DELAY_S = 0.25
 
 
-def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float = RESEND_FOR_S) -> list[Any]:
+def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float = RESEND_FOR_S,
+              before_resend: Callable[[Sequence[Call], Sequence[int]], None] | None = None) -> list[Any]:
     """Run every call in order; returns each reply (an exception instance for an error reply).
 
     An error reply is returned in its slot, not raised, so one bad call never desynchronises
@@ -49,18 +50,45 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
     refused connection), on the new master, for up to ``resend_for`` seconds; past that their
     slot holds the NotRunError. Any other connection error after a call was sent is raised: the
     calls not yet answered may or may not have run (:class:`CallsOutcomeUnknown` says which).
+
+    ``before_resend(calls, indexes)`` is called before each resend with the indexes of the calls
+    about to go again: it may change their args in place (an add learns there that its master
+    moved).
+    The first pass is the hot path of every add: nothing is read or built for a resend (the
+    deadline, the Sentinel watch's epoch) until a call did not run.
     """
     if not calls:
         return []
     for lua, keys, _args in calls:
         lua.check_arity(keys)  # every call, before any I/O
-    replies: list[Any] = [NOT_SENT] * len(calls)
-    pending = list(range(len(calls)))
+    watch = getattr(client.connection_pool, "sentinel_watch", None)
+    epoch = watch.epoch if watch is not None else 0
+    try:
+        replies = _stream(client, calls)
+    except NotRunError as exc:
+        replies = [exc] * len(calls)
+    if len(replies) == 1:  # one add: no list built to look
+        if replies[0].__class__ is not NotRunError:
+            return replies
+        not_run = [0]
+    else:
+        not_run = [i for i, reply in enumerate(replies) if reply.__class__ is NotRunError]
+        if not not_run:
+            return replies
     deadline = time.monotonic() + resend_for
     delay = _RESEND_FIRST_DELAY_S
-    while True:
-        watch = watch_for(client)
-        epoch = watch.epoch if watch is not None else 0
+    while not_run and time.monotonic() + delay <= deadline:
+        log.debug("%d call(s) did not run (%s); sending them again", len(not_run), replies[not_run[0]])
+        watch = watch or watch_for(client)
+        if watch is not None:
+            watch.wait_for_change(epoch, delay)
+            epoch = watch.epoch
+        else:
+            time.sleep(delay)
+        delay = min(delay * 2, _RESEND_MAX_DELAY_S)
+        pending = not_run
+        if before_resend is not None:
+            before_resend(calls, pending)
         try:
             got = _stream(client, [calls[i] for i in pending])
         except NotRunError as exc:
@@ -73,17 +101,9 @@ def run_calls(client: redis.Redis, calls: Sequence[Call], *, resend_for: float =
         not_run = []
         for index, reply in zip(pending, got):
             replies[index] = reply
-            if isinstance(reply, NotRunError):
+            if reply.__class__ is NotRunError:
                 not_run.append(index)
-        if not not_run or time.monotonic() + delay > deadline:
-            return replies
-        log.debug("%d call(s) did not run (%s); sending them again", len(not_run), replies[not_run[0]])
-        if watch is not None:
-            watch.wait_for_change(epoch, delay)
-        else:
-            time.sleep(delay)
-        delay = min(delay * 2, _RESEND_MAX_DELAY_S)
-        pending = not_run
+    return replies
 
 
 class _NoReply:
@@ -132,7 +152,7 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
     cleared = cleared_for(pool)
     conn = checkout(pool)
     replies: list[Any] = []
-    started = sent = False  # a send begun (its bytes may have gone), one done
+    started = sent = not_run = False  # a send begun (its bytes may have gone), one done; a reply NotRunError
     sent_upto = 0  # the calls before this index were sent, at least in part
     try:
         if getattr(conn, "_sock", None) is None:
@@ -145,6 +165,7 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
         if len(scripts) > 1:
             _load_before_streaming(conn, scripts.values())
         in_flight: deque[int] = deque()
+        several = len(calls) > WINDOW
         for start in range(0, len(calls), WINDOW):
             # Each window is built while Redis runs the one before (building them all first
             # would leave the server idle for the whole build).
@@ -158,12 +179,13 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
             conn.send_packed_command(packed)
             if not sent:
                 sent = True
-                conn.streaming = True  # replies are due now: no check in the middle may drop the socket
+                if several:  # replies are due now: no check before the next window may drop the socket
+                    conn.streaming = True
             in_flight.append(len(window))
             if len(in_flight) > 1:
-                _read(conn, in_flight.popleft(), replies, calls)
+                not_run = _read(conn, in_flight.popleft(), replies, calls) or not_run
         while in_flight:
-            _read(conn, in_flight.popleft(), replies, calls)
+            not_run = _read(conn, in_flight.popleft(), replies, calls) or not_run
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         conn.disconnect()
         if isinstance(exc, NotRunError) and not sent:
@@ -176,9 +198,10 @@ def _stream(client: redis.Redis, calls: Sequence[Call]) -> list[Any]:
         conn.disconnect()
         raise
     finally:
-        with contextlib.suppress(AttributeError):
-            conn.streaming = False
-        if any(isinstance(reply, NotRunError) for reply in replies):
+        if sent and several:
+            with contextlib.suppress(AttributeError):  # a connection class with slots of its own
+                conn.streaming = False
+        if not_run:
             conn.disconnect()  # the server it is on no longer takes these writes
         pool.release(conn)
     missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
@@ -221,12 +244,16 @@ def _load_before_streaming(conn: Any, scripts: Iterable[tuple[LuaScript, Sequenc
             raise refused from None
 
 
-def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> None:
+def _read(conn: Any, count: int, replies: list[Any], calls: Sequence[Call]) -> bool:
+    """Read ``count`` replies into ``replies``; True when one of them says its call did not run."""
+    not_run = False
     for _ in range(count):
         try:
             replies.append(conn.read_response(disconnect_on_error=False))
         except NotRunError as exc:  # read without dropping the socket: the next replies are due on it
             replies.append(exc)
+            not_run = True
         except ResponseError as exc:
             lua, keys, _args = calls[len(replies)]
             replies.append(refusal(exc, "evalsha", keys, lua) or exc)
+    return not_run

@@ -72,7 +72,7 @@ class Attempt:
     worker's limits: ``protocol.job_hash.take``), ``repairs`` what to store with that failure.
     """
 
-    __slots__ = ("data", "fields", "job_id", "limits", "opts", "problem", "repairs", "token")
+    __slots__ = ("data", "fields", "job_id", "limits", "opts", "problem", "repairs", "taken", "token")
 
     def __init__(self, job_id: str, token: str, fields: dict[str, str], limits: DataLimits | None = None) -> None:
         self.job_id = job_id
@@ -84,6 +84,10 @@ class Attempt:
         self.data: Any = taken.data
         self.problem: str | None = taken.problem
         self.repairs: list[str] = taken.repairs
+        #: processedOn, ats and the job's timestamp as the take left them: which take of which
+        #: job this attempt is (reclaimJob).
+        self.taken: tuple[str, str, str] = (fields.get("processedOn", ""), fields.get("ats", ""),
+                                            fields.get("timestamp", ""))
 
     @property
     def attempts(self) -> int:
@@ -97,6 +101,7 @@ class Attempt:
     @property
     def scheduler_id(self) -> str | None:
         return self.fields.get("rjk") or None
+
 
     @property
     def deferred_failure(self) -> str | None:

@@ -268,6 +268,7 @@ class Fetcher:
             raise exc
 
     def pause_after_error(self, what: str, exc: BaseException, backoff: Backoff) -> None:
+        self.transitions.moves.suspect = True  # the server may be another one now: settle before the next take
         delay = backoff.next_delay()
         log.warning("worker %s: Redis failed while %s (%s); retrying in %.2f s", self.queue_name, what, exc, delay)
         self.listeners.redis_error(exc, what)

@@ -36,17 +36,23 @@ class LockRegistry:
 
     def __init__(self) -> None:
         self._tokens: dict[str, str] = {}
+        self._taken: dict[str, tuple[str, str, str]] = {}
         self._releasing: set[str] = set()
         self._lock = threading.Lock()
 
-    def track(self, job_id: str, token: str) -> None:
+    def track(self, job_id: str, token: str, taken: tuple[str, str, str] | None = None) -> None:
+        """``taken``: the job's processedOn, ats and timestamp as the take left them, which tell
+        that take of that job from another after a failover (master_moves.py)."""
         with self._lock:
             self._tokens[job_id] = token
+            if taken is not None:
+                self._taken[job_id] = taken
             self._releasing.discard(job_id)
 
     def untrack(self, job_id: str) -> None:
         with self._lock:
             self._tokens.pop(job_id, None)
+            self._taken.pop(job_id, None)
             self._releasing.discard(job_id)
 
     def releasing(self, job_id: str, releasing: bool = True) -> None:
@@ -65,6 +71,7 @@ class LockRegistry:
             if self._tokens.get(job_id) != token or job_id in self._releasing:
                 return False
             del self._tokens[job_id]
+            self._taken.pop(job_id, None)
             return True
 
     def take(self, job_id: str, token: str) -> bool:
@@ -74,6 +81,7 @@ class LockRegistry:
             if self._tokens.get(job_id) != token:
                 return False
             del self._tokens[job_id]
+            self._taken.pop(job_id, None)
             self._releasing.discard(job_id)
             return True
 
@@ -81,9 +89,15 @@ class LockRegistry:
         with self._lock:
             return dict(self._tokens)
 
+    def held(self) -> dict[str, tuple[str, str, str, str]]:
+        """Every job tracked: its token, and the processedOn, ats and timestamp its take left ("" unknown)."""
+        with self._lock:
+            return {job_id: (token, *self._taken.get(job_id, ("", "", ""))) for job_id, token in self._tokens.items()}
+
     def clear(self) -> None:
         with self._lock:
             self._tokens.clear()
+            self._taken.clear()
             self._releasing.clear()
 
     def __len__(self) -> int:
@@ -152,6 +166,10 @@ class Maintenance:
         if not tokens:
             return []
         lost = self.transitions.extend_locks(tokens)
+        if lost and self.transitions.settle(force=True):
+            # a failover the worker had not seen yet (the pool reconnected to a new server): the
+            # jobs it runs were held again there; renew what is still lost
+            lost = self.transitions.extend_locks({job_id: tokens[job_id] for job_id in lost})
         # A job that finished (or parked for its children) while the renewal was in flight gave
         # its lock up on purpose: it is untracked by now, or marked releasing (LockRegistry).
         lost = [job_id for job_id in lost if self.locks.take_lost(job_id, tokens[job_id])]

@@ -119,7 +119,7 @@ class AttemptRunner:
         """Run one attempt and record its outcome; return the next job if fetch-next took one."""
         assert fetched.job_id is not None
         attempt = Attempt(fetched.job_id, token, fetched.hash, self.options.data_limits)
-        self.locks.track(attempt.job_id, token)
+        self.locks.track(attempt.job_id, token, attempt.taken)
         try:
             if attempt.scheduler_id:
                 self._produce_next_iteration(attempt)
@@ -200,7 +200,9 @@ class AttemptRunner:
         """Tell the listeners an outcome. The job fetch-next just took holds a lock already:
         it is tracked first, so its lock is renewed however long the listeners take."""
         if fetched is not None and fetched.job_id is not None:
-            self.locks.track(fetched.job_id, token)
+            hash_ = fetched.hash
+            self.locks.track(fetched.job_id, token, (hash_.get("processedOn", ""), hash_.get("ats", ""),
+                                                     hash_.get("timestamp", "")))
         tell()
 
     def _count_finished(self) -> None:
@@ -213,7 +215,7 @@ class AttemptRunner:
         fetched = self.transitions.move_to_finished(
             attempt.job_id, attempt.token, self.clock(), completed=True, value=value,
             keep=attempt.opts.get("removeOnComplete", self.options.remove_on_complete),
-            attempts=attempt.attempts, fetch_next=fetch_next,
+            attempts=attempt.attempts, fetch_next=fetch_next, taken=attempt.taken,
         )
         self._count_finished()
         if ran_ms is not None and log.isEnabledFor(logging.INFO):
@@ -254,15 +256,15 @@ class AttemptRunner:
         reason, fields, delay = failure.reason, failure.fields, failure.delay
         if delay is not None and delay > 0:
             return self.transitions.move_to_delayed(attempt.job_id, attempt.token, self.clock(), delay,
-                                                    fields=fields, fetch_next=fetch_next)
+                                                    fields=fields, fetch_next=fetch_next, taken=attempt.taken)
         if delay == 0:
             self.transitions.retry(attempt.job_id, attempt.token, self.clock(),
-                                   lifo=bool(attempt.opts.get("lifo")), fields=fields)
+                                   lifo=bool(attempt.opts.get("lifo")), fields=fields, taken=attempt.taken)
             return None
         fetched = self.transitions.move_to_finished(
             attempt.job_id, attempt.token, self.clock(), completed=False, value=reason,
             keep=attempt.opts.get("removeOnFail", self.options.remove_on_fail), attempts=attempt.attempts,
-            fetch_next=fetch_next, fields=fields,
+            fetch_next=fetch_next, fields=fields, taken=attempt.taken,
         )
         self._count_finished()
         return fetched

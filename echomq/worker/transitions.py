@@ -21,10 +21,20 @@ from ..protocol.codec import decode_hash, encode_json, int_or_none, text
 from ..protocol.keys import QueueKeys
 from ..protocol.options import keep_args
 from ..transport.calls import PinnedConnection, run_script
-from ..transport.connection import uses_tls
+from ..transport.cluster import wrong_node
+from ..transport.connection import CONNECTION_ERRORS, uses_tls
 from ..transport.scripts import BoundKeys, script
+from .master_moves import MasterMoves, Record
 from .options import WorkerOptions
 from .shared_pipe import SharedPipe
+
+#: What tells a worker's script call that its server may no longer be the master it was: a lost
+#: or refused connection, a moved slot or demoted master (transport's NotRunError is one), a
+#: READONLY reply from a plain client's server that became a replica.
+_MAYBE_MOVED: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.ReadOnlyError)
+
+#: The kinds of finish a worker records (MasterMoves.record).
+_FINISHED, _DELAYED, _RETRIED = 0, 1, 2
 
 
 @dataclass(slots=True)
@@ -76,7 +86,8 @@ class Transitions:
     Thread-safe: the hot-path scripts go over a connection pinned per thread
     (``transport.calls.PinnedConnection``) or, with ``concurrency`` > 1, over one connection
     all threads share (``shared_pipe.SharedPipe``); the rest through the client's pool; the
-    scripts carry all state.
+    scripts carry all state. Every finish is recorded, and after a failover the next call of
+    any thread first sends again what the new master lacks (``moves``, master_moves.py).
     """
 
     def __init__(self, client: redis.Redis, keys: QueueKeys, options: WorkerOptions) -> None:
@@ -107,14 +118,48 @@ class Transitions:
         self._retry = script("retryJob").bind(keys)
         self._extend = script("extendLocks").bind(keys)
         self._stalled = script("moveStalledJobsToWait").bind(keys)
+        self.moves = MasterMoves(client, keys, lock_duration=options.lock_duration, clock=options.clock,
+                                 rebuild=self.replay_call)
 
     def _run(self, bound: BoundKeys, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        moves = self.moves
+        if moves.suspect:  # a connection error since the last call: settle first (master_moves.py)
+            self._settle(moves)
         pinned = getattr(self._local, "pinned", None)
         if pinned is None:
             pinned = self._local.pinned = self._shared or PinnedConnection(self.client, spin_s=self._spin_s)
             with self._pinned_lock:
                 self._pinned[threading.get_ident()] = pinned
-        return pinned(bound.script, keys, args)
+        try:
+            return pinned(bound.script, keys, args)
+        except _MAYBE_MOVED:
+            moves.suspect = True
+            raise
+        except redis.ResponseError as exc:
+            self._raise_if_wrong_node(exc)
+            raise
+
+    def _raise_if_wrong_node(self, exc: redis.ResponseError) -> None:
+        """MOVED on a plain client: a cluster node that does not serve the queue, which no retry
+        fixes (the caller's loop would retry it forever): WrongClusterNodeError instead."""
+        wrong = wrong_node(self.client, exc, f"worker {self.keys.queue_name}")
+        if wrong is not None:
+            raise wrong from exc
+
+    def settle(self, *, force: bool = False) -> bool:
+        """Settle now (``force``: ask who the server is even without a reason); True when that
+        found a move and sent again what the new master lacked."""
+        before = self.moves.settled
+        self._settle(self.moves, force=force)
+        return self.moves.settled != before
+
+    @staticmethod
+    def _settle(moves: MasterMoves, *, force: bool = False) -> None:
+        try:
+            moves.settle(force=force)
+        except _MAYBE_MOVED:
+            moves.suspect = True
+            raise
 
     def release_thread_connection(self) -> None:
         """Give this thread's connection back to the pool (at the thread's end); the shared
@@ -155,44 +200,75 @@ class Transitions:
         attempts: int,
         fetch_next: bool,
         fields: Sequence[str] = (),
+        taken: tuple[str, str, str] = ("", "", ""),
     ) -> Fetched | None:
         """Complete (value = return value JSON) or finally fail (value = failed reason).
-        Returns the next job's Fetched when fetch_next took one (or learnt the next due time)."""
+        Returns the next job's Fetched when fetch_next took one (or learnt the next due time).
+        ``taken`` (processedOn, ats of the take) goes into the record of the finish, which
+        tells this take from another if it must be sent again after a failover."""
         target = "completed" if completed else "failed"
         count, age, limit = keep_args(keep)
-        args = [
-            job_id, now_ms, "returnvalue" if completed else "failedReason", value, target,
-            "1" if fetch_next else "0", self._job_prefix, token, count, age, limit, str(int(attempts)),
-            _fields_arg(fields), *self._finish_tail,
-        ]
+        fields_json = _fields_arg(fields)
         bound = self._finished[target]
-        result = self._run(bound, bound.for_job(job_id), args)
-        if isinstance(result, int):
-            if result < 0:
-                raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
-            return None
-        return parse_fetched(result)
+        keys = bound.for_job(job_id)
+        result = self._run(bound, keys, self._finished_args(job_id, token, now_ms, target, value, count, age, limit,
+                                                            str(int(attempts)), fields_json, fetch_next))
+        if isinstance(result, int) and result < 0:
+            raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
+        # atoms only, no list: a record the garbage collector need not walk (master_moves.py)
+        self.moves.record((job_id, token, taken, now_ms, len(value) + len(fields_json), _FINISHED, target, value,
+                           count, age, limit, str(int(attempts)), fields_json))
+        return None if isinstance(result, int) else parse_fetched(result)
+
+    def _finished_args(self, job_id: str, token: str, now_ms: int, target: str, value: str, count: str, age: str,
+                       limit: str, attempts: str, fields_json: str, fetch_next: bool) -> list[Any]:
+        return [job_id, now_ms, "returnvalue" if target == "completed" else "failedReason", value, target,
+                "1" if fetch_next else "0", self._job_prefix, token, count, age, limit, attempts, fields_json,
+                *self._finish_tail]
 
     def move_to_delayed(
         self, job_id: str, token: str, now_ms: int, delay_ms: int, *, fields: Sequence[str] = (),
-        fetch_next: bool = False,
+        fetch_next: bool = False, taken: tuple[str, str, str] = ("", "", ""),
     ) -> Fetched | None:
-        args = [self.keys.job_prefix, now_ms, job_id, token, int(delay_ms), "0", _fields_arg(fields),
-                "1" if fetch_next else "0", *self._fetch_args]
-        result = self._run(self._delayed, self._delayed.for_job(job_id), args)
-        if isinstance(result, int):
-            if result < 0:
-                raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
-            return None
-        return parse_fetched(result)
+        fields_json = _fields_arg(fields)
+        keys = self._delayed.for_job(job_id)
+        result = self._run(self._delayed, keys, self._delayed_args(job_id, token, now_ms, int(delay_ms), fields_json,
+                                                                   fetch_next))
+        if isinstance(result, int) and result < 0:
+            raise_for_code(result, "move job to delayed", job_id=job_id, state="active")
+        self.moves.record((job_id, token, taken, now_ms, len(fields_json), _DELAYED, int(delay_ms), fields_json))
+        return None if isinstance(result, int) else parse_fetched(result)
+
+    def _delayed_args(self, job_id: str, token: str, now_ms: int, delay_ms: int, fields_json: str,
+                      fetch_next: bool) -> list[Any]:
+        return [self._job_prefix, now_ms, job_id, token, delay_ms, "0", fields_json, "1" if fetch_next else "0",
+                *self._fetch_args]
 
     def retry(self, job_id: str, token: str, now_ms: int, *, lifo: bool = False,
-              fields: Sequence[str] = ()) -> None:
-        result = self._run(self._retry, self._retry.for_job(job_id),
-                           [self.keys.job_prefix, now_ms, "RPUSH" if lifo else "LPUSH", job_id, token,
-                            _fields_arg(fields)])
+              fields: Sequence[str] = (), taken: tuple[str, str, str] = ("", "", "")) -> None:
+        keys = self._retry.for_job(job_id)
+        fields_json = _fields_arg(fields)
+        push = "RPUSH" if lifo else "LPUSH"
+        result = self._run(self._retry, keys, [self._job_prefix, now_ms, push, job_id, token, fields_json])
         if isinstance(result, int) and result < 0:
             raise_for_code(result, "retry job", job_id=job_id, state="active")
+        self.moves.record((job_id, token, taken, now_ms, len(fields_json), _RETRIED, push, fields_json))
+
+    def replay_call(self, record: Record) -> tuple[Any, Sequence[str], list[Any]]:
+        """The call a recorded finish was, without its fetch-next (master_moves.py sends it again)."""
+        job_id, token, _taken, now_ms, _size, kind, *rest = record
+        if kind == _FINISHED:
+            target, value, count, age, limit, attempts, fields_json = rest
+            bound = self._finished[target]
+            return bound.script, bound.for_job(job_id), self._finished_args(
+                job_id, token, now_ms, target, value, count, age, limit, attempts, fields_json, False)
+        if kind == _DELAYED:
+            delay_ms, fields_json = rest
+            return self._delayed.script, self._delayed.for_job(job_id), self._delayed_args(
+                job_id, token, now_ms, delay_ms, fields_json, False)
+        push, fields_json = rest
+        return self._retry.script, self._retry.for_job(job_id), [self._job_prefix, now_ms, push, job_id, token,
+                                                                 fields_json]
 
     # -- maintenance ------------------------------------------------------------------------
     def extend_locks(self, tokens: Mapping[str, str]) -> list[str]:
@@ -202,10 +278,24 @@ class Transitions:
         args: list[Any] = [self.keys.job_prefix, self.options.lock_duration]
         for job_id, token in tokens.items():
             args += [job_id, token]
-        failed = run_script(self.client, self._extend.script, self._extend.keys, args)
+        failed = self._maintain(self._extend, args)
         return [text(x) for x in failed or []]
 
     def move_stalled_to_wait(self, max_stalled_count: int, interval_ms: int, now_ms: int) -> list[str]:
-        moved = run_script(self.client, self._stalled.script, self._stalled.keys,
-                           [max_stalled_count, self.keys.job_prefix, now_ms, interval_ms])
+        moved = self._maintain(self._stalled, [max_stalled_count, self.keys.job_prefix, now_ms, interval_ms])
         return [text(x) for x in moved or []]
+
+    def _maintain(self, bound: BoundKeys, args: Sequence[Any]) -> Any:
+        """A maintenance script, on the client's pool: after a connection error or a move the
+        transport counted, what the new master lacks is sent again first (master_moves.py). A
+        renewal that finds locks gone asks who the server is itself (Maintenance.renew_locks):
+        the pool's redis-py may have reconnected to a new server unseen."""
+        self._settle(self.moves)
+        try:
+            return run_script(self.client, bound.script, bound.keys, args)
+        except _MAYBE_MOVED:
+            self.moves.suspect = True
+            raise
+        except redis.ResponseError as exc:
+            self._raise_if_wrong_node(exc)
+            raise

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..clock import system_clock
-from ..errors import EchoMQError
+from ..errors import EchoMQError, WrongClusterNodeError
 from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH
 from ..schedule.scheduler import JobScheduler
@@ -135,6 +135,7 @@ class Worker:
         self.id = uuid.uuid4().hex
         self.transitions = Transitions(self.client, self.keys, options)
         self.locks = LockRegistry()
+        self.transitions.moves.held = self.locks.held  # held again after a failover (master_moves.py)
         self.maintenance = Maintenance(
             self.transitions, self.locks, lock_duration=options.lock_duration,
             lock_renew_time=options.lock_renew_time, stalled_interval=options.stalled_interval,
@@ -214,7 +215,10 @@ class Worker:
         A lost or refused connection is retried with backoff, also before the first contact
         (Redis may come up after the worker). A server whose TLS certificate fails verification
         before the worker ever talked to it is not retried: run() shuts down and raises that
-        ``redis.ConnectionError`` (``CERTIFICATE_VERIFY_FAILED``)."""
+        ``redis.ConnectionError`` (``CERTIFICATE_VERIFY_FAILED``). Nor is a node of a Redis Cluster
+        that does not serve the queue's slot, given as one server (a ``redis://`` URL, a plain
+        client): run() stops with :class:`~echomq.errors.WrongClusterNodeError` naming that node,
+        the one that serves the slot, and the fix."""
         with self._state_lock:
             if self._started:
                 raise EchoMQError("a Worker runs once: create a new Worker instead of calling run() again")
@@ -325,6 +329,8 @@ class Worker:
             try:
                 delay_ms = self.maintenance.run_once(self.clock())
                 backoff.reset()
+            except WrongClusterNodeError:
+                return  # a misconfiguration: the fetcher's run() raises it, once
             except CONNECTION_ERRORS as exc:
                 if self._stop_maintenance.is_set():
                     return  # the shutdown cut or closed the connection on purpose

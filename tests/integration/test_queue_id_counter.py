@@ -15,6 +15,9 @@ import redis
 
 from echomq import Queue
 from echomq.protocol.keys import QueueKeys
+from echomq.queue.add_book import MIN_MARGIN
+
+from support.snapshot import rewind_queue, save_queue
 
 
 def _lose_the_last(connection: redis.Redis, queue_name: str, kept: int, added: int) -> None:
@@ -92,3 +95,46 @@ def test_another_producer_reports_its_lost_adds_after_a_master_move(connection: 
     second.client.connection_pool.master_moves = 1  # type: ignore[attr-defined]
     second.add("n")
     assert second.lost_job_ids == ["4"]
+
+
+def test_the_first_add_after_a_move_skips_the_ids_another_producer_lost(connection: redis.Redis,
+                                                                        queue_name: str) -> None:
+    """A producer whose own ids are all below where the counter went back is handed none of the
+    ids another producer lost above: its first add after the move moves the counter past them
+    (by the margin), and the other one reports them from the one gap both left."""
+    first, second = Queue(connection, queue_name), Queue(connection, queue_name)
+    assert [first.add("a").id for _ in range(2)] == ["1", "2"]
+    saved = save_queue(connection, queue_name)
+    assert [second.add("b").id for _ in range(3)] == ["3", "4", "5"]  # lost with the failover
+    rewind_queue(connection, queue_name, saved)
+    for queue in (first, second):  # the transport counts the master move on each pool
+        queue.client.connection_pool.master_moves = 1  # type: ignore[attr-defined]
+    moved = first.add("a").id  # INCR gives 3: above first's 2, moved past it all the same
+    assert int(moved) == 3 + MIN_MARGIN
+    assert first.lost_job_ids == []
+    first.add("a")  # adds between the two producers' moves do not hide the first one's gap
+    later = second.add("b").id  # INCR gives 1005, above second's 5: moved again, a second gap
+    assert int(later) == int(moved) + 2 + MIN_MARGIN
+    gaps = f"3:{moved},{int(moved) + 2}:{later}"
+    assert connection.hget(QueueKeys(queue_name).meta, "idGap") == gaps.encode()
+    assert second.lost_job_ids == ["3", "4", "5"]
+    assert first.add("a").id == str(int(later) + 1)  # one move per move: then on as before
+    assert {job.id for job in first.get_jobs("waiting")} == {"1", "2", moved, str(int(moved) + 1), later,
+                                                          str(int(later) + 1)}
+
+
+def test_the_gaps_kept_are_the_last_32(connection: redis.Redis, queue_name: str) -> None:
+    queue = Queue(connection, queue_name)
+    for n in range(34):
+        queue.client.connection_pool.master_moves = n + 1  # type: ignore[attr-defined]
+        queue.add("a")
+    gaps = connection.hget(QueueKeys(queue_name).meta, "idGap").decode().split(",")
+    assert len(gaps) == 32 and all(len(gap.split(":")) == 2 for gap in gaps)
+
+
+def test_a_bulk_after_a_move_skips_once(connection: redis.Redis, queue_name: str) -> None:
+    queue = Queue(connection, queue_name)
+    queue.add("a")
+    queue.client.connection_pool.master_moves = 1  # type: ignore[attr-defined]
+    ids = [int(job.id) for job in queue.add_bulk([("n", {"i": i}) for i in range(5)])]
+    assert ids == [1 + MIN_MARGIN + n for n in range(1, 6)]  # the first moved past, the rest follow it

@@ -208,7 +208,7 @@ def _queue_state(component: Any) -> str:
         return (f"\n--- queue {keys.queue_name}: wait {client.lrange(keys.wait, 0, 5)}, active "
                 f"{client.lrange(keys.active, 0, 5)}, prioritized {client.zrange(keys.prioritized, 0, 5)}, "
                 f"running {getattr(component, 'running', None)}")
-    except Exception as exc:  # noqa: BLE001 - a diagnostic only
+    except Exception as exc:
         return f"\n--- queue: not read ({exc})"
 
 

@@ -40,3 +40,19 @@ def queue_snapshot(client: redis.Redis, queue_name: str, prefix: str = "emq") ->
         kind = text(client.type(key))
         out[key] = (kind, _value(client, key, kind), client.pttl(key) >= 0)
     return out
+
+
+def save_queue(client: redis.Redis, queue_name: str, prefix: str = "emq") -> dict[str, tuple[bytes, int]]:
+    """Every key of the queue as DUMP has it, with its TTL (ms, -1 none): what a replica holds
+    now, for :func:`rewind_queue` to play a failover that loses what comes after."""
+    pattern = QueueKeys(queue_name, prefix).all_keys_pattern()
+    return {text(key): (client.dump(key), client.pttl(key)) for key in client.scan_iter(match=pattern)}
+
+
+def rewind_queue(client: redis.Redis, queue_name: str, saved: dict[str, tuple[bytes, int]],
+                 prefix: str = "emq") -> None:
+    """The queue as the promoted replica holds it: every write after :func:`save_queue` is lost."""
+    for key in list(client.scan_iter(match=QueueKeys(queue_name, prefix).all_keys_pattern())):
+        client.delete(key)
+    for key, (dumped, ttl) in saved.items():
+        client.restore(key, max(ttl, 0), dumped, replace=True)

@@ -15,6 +15,7 @@ no delay, so a restarted node is attached within a second or two.
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -130,11 +131,27 @@ class Node:
             stop_process(self.process)
             self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the node stops reading, the replication stream to it piles up in its master."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    def cut_replica_links(self) -> int:
+        """Close this master's connections to its replicas (CLIENT KILL TYPE replica). With the
+        replicas paused they cannot connect again: what this master takes from then on reaches
+        none of them, and a kill -9 loses it. How many links were cut."""
+        return int(self.call("CLIENT", "KILL", "TYPE", "replica"))
+
     def client(self, **kwargs: Any) -> redis.Redis:
         """A plain client on this one node (the caller closes it)."""
         kwargs.setdefault("socket_connect_timeout", 1)
         kwargs.setdefault("socket_timeout", 5)
-        return redis.Redis(host=HOST, port=self.port, decode_responses=True, **kwargs)
+        kwargs.setdefault("decode_responses", True)
+        return redis.Redis(host=HOST, port=self.port, **kwargs)
 
     def use(self, operation: Callable[[redis.Redis], T]) -> T:
         """``operation`` on a short-lived client of this node: the rig leaves no connection open."""

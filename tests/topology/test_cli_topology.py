@@ -15,12 +15,13 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from echomq import Queue
+from echomq import Queue, Worker, WrongClusterNodeError
 from echomq.cli import main
 
 from support.queue_keys import delete_queue_keys
 from support.topologies import Cluster, SentinelSetup
 from support.worker_cli import WorkerCommand, add_jobs
+from support.workers import wait_until
 
 
 def _completed(client: redis.Redis | RedisCluster, queue: str) -> int:
@@ -84,6 +85,44 @@ def test_without_the_flag_a_cluster_node_url_refuses_a_queue_of_another_master(
     assert "MOVED" in capsys.readouterr().err
     assert main(["queue", "stats", "--redis", node_url, "--cluster", "--queue", other, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["counts"]["waiting"] == 2
+
+
+def _other_node(redis_cluster: Cluster, cluster_connection: RedisCluster, queue: str) -> tuple[str, str]:
+    """The URL of a master that does not serve ``queue``'s slot, and the one that does."""
+    owner = cluster_connection.get_node_from_key(f"emq:{{{queue}}}:meta")
+    other = next(node for node in redis_cluster.masters() if node.port != owner.port)
+    return other.url, f"{owner.host}:{owner.port}"
+
+
+def test_a_worker_on_a_plain_client_to_another_node_stops_saying_so(
+        redis_cluster: Cluster, cluster_connection: RedisCluster, queue_name: str) -> None:
+    """MOVED on one server's client is a misconfiguration: run() raises it once, by name, and
+    does not retry it forever (it did before issue 23's second round)."""
+    url, owner = _other_node(redis_cluster, cluster_connection, queue_name)
+    client = redis.Redis.from_url(url)
+    worker = Worker(client, queue_name, lambda job: None, drain_delay=0.5)
+    try:
+        worker.start()
+        assert wait_until(lambda: worker.failure is not None, timeout=10), "the worker retries MOVED forever"
+        assert isinstance(worker.failure, WrongClusterNodeError)
+        message = str(worker.failure)
+        node = url.removeprefix("redis://")
+        assert f"Redis at {node} is a node of a Redis Cluster" in message
+        assert f"served by {owner} (MOVED)" in message and "redis+cluster://" in message and "--cluster" in message
+        assert (worker.failure.node, worker.failure.owner) == (node, owner)
+    finally:
+        worker.close(5)
+        client.close()
+
+
+def test_the_worker_command_on_another_node_exits_with_one_line(
+        redis_cluster: Cluster, cluster_connection: RedisCluster, queue_name: str) -> None:
+    url, owner = _other_node(redis_cluster, cluster_connection, queue_name)
+    with WorkerCommand(["--processor", "support.sample_jobs:record", "--redis", url, queue_name]) as command:
+        assert command.wait(20) == 1, "the worker command did not stop"
+    said = [line for line in command.lines if "MOVED" in line]
+    assert len(said) == 1, command.stderr
+    assert f"served by {owner}" in said[0] and "--cluster" in said[0]
 
 
 def test_queue_stats_on_a_cluster_url(redis_cluster: Cluster, cluster_connection: RedisCluster,

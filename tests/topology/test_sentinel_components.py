@@ -5,8 +5,11 @@ master's READONLY makes them re-resolve instead of retrying it forever."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +20,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.transport.calls import PinnedConnection
 from echomq.transport.connection import Connections, dedicated_client
 from echomq.transport.scripts import script
+from echomq.transport.sentinel import watch_for
 
 from support.queue_keys import delete_queue_keys
 from support.sockets import open_sockets_to
@@ -153,4 +157,91 @@ def test_worker_and_events_carry_on_after_sentinel_failover(sentinel_factory: Ca
         worker.close()
         events.close()
         queue.close()
+        client.close()
+
+
+def _watch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "echomq-sentinel-watch" and t.is_alive()]
+
+
+def test_the_watch_thread_lives_while_a_component_is_open_and_goes_with_the_last(
+        redis_sentinel: SentinelSetup, queue_name: str) -> None:
+    """One watch per Sentinel object and service: every component on it shares its thread, which
+    stops (joined) when the last of them closes, whatever the order."""
+    baseline = len(_watch_threads())
+    client = redis_sentinel.client()
+    queue = Queue(client, queue_name)
+    schedules = JobScheduler(client, queue_name)
+    events = QueueEvents(client, queue_name, block_ms=300).start()
+    worker = Worker(client, queue_name, lambda job: "ok", drain_delay=0.3).start()
+    components: list[Queue | JobScheduler | QueueEvents | Worker] = [worker, queue, events, schedules]
+    try:
+        queue.add("x")
+        schedules.upsert("s", {"every": 60_000})
+        assert wait_until(lambda: worker.processed >= 2, timeout=20)
+        assert len(_watch_threads()) == baseline + 1
+        while components:
+            components.pop(0).close()
+            if components:
+                assert len(_watch_threads()) == baseline + 1, "the watch stopped while a component was open"
+        assert len(_watch_threads()) == baseline, "the watch thread outlived every component"
+    finally:
+        for component in components:
+            component.close()
+        delete_queue_keys(client, queue_name)
+        client.close()
+    # URLs: each component builds its own Sentinel object, hence its own watch
+    url = redis_sentinel.url()
+    owned = [Queue(url, queue_name), QueueEvents(url, queue_name, block_ms=300).start()]
+    try:
+        owned[0].add("y")  # type: ignore[union-attr]
+        assert wait_until(lambda: len(_watch_threads()) == baseline + 2)
+    finally:
+        for component in owned:
+            component.close()
+    assert len(_watch_threads()) == baseline
+
+
+def test_a_forked_child_does_not_inherit_the_watch_and_starts_its_own(
+        redis_sentinel: SentinelSetup, queue_name: str) -> None:
+    client = redis_sentinel.client()
+    queue = Queue(client, queue_name)
+    try:
+        queue.add("parent")
+        watch = watch_for(queue.client)
+        assert watch is not None and watch.running
+        parent_thread = watch._thread
+        reading, writing = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: what gunicorn does
+            pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            try:
+                seen = {"running_at_fork": watch.running, "thread_at_fork": watch._thread is not None,
+                        "sockets_at_fork": len(watch._sentinel_conns) + len(watch._node_conns),
+                        "threads_at_fork": len(_watch_threads())}
+                seen["added"] = queue.add("child").id
+                seen["running_after"] = watch.running
+                seen["threads_after"] = len(_watch_threads())
+                seen["own_thread"] = watch._thread is not None and watch._thread is not parent_thread
+                queue.close()
+                seen["threads_after_close"] = len(_watch_threads())
+                os.write(writing, json.dumps(seen).encode())
+            finally:
+                os._exit(0)
+        os.close(writing)
+        with os.fdopen(reading) as pipe:
+            child = json.loads(pipe.read() or "{}")
+        os.waitpid(pid, 0)
+        assert child == {"running_at_fork": False, "thread_at_fork": False, "sockets_at_fork": 0,
+                         "threads_at_fork": 0, "added": child.get("added"), "running_after": True,
+                         "threads_after": 1, "own_thread": True, "threads_after_close": 0}
+        assert child["added"] and int(child["added"]) > 1
+        # the parent's watch went on untouched: the child closed none of its sockets
+        assert watch.running and watch._thread is parent_thread
+        assert queue.add("parent again").id
+        assert queue.get_job_counts("waiting")["waiting"] == 3
+    finally:
+        queue.close()
+        delete_queue_keys(client, queue_name)
         client.close()
