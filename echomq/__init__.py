@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "ReplicationError": "errors",
     "AddOutcomeUnknownError": "errors",
     "BulkWriteError": "errors",
+    "BulkInterruptedError": "errors",
     "WrongClusterNodeError": "errors",
     # what users plug in, and the time source
     "Processor": "types",
@@ -103,6 +104,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     from .clock import system_clock
     from .errors import (
         AddOutcomeUnknownError,
+        BulkInterruptedError,
         BulkWriteError,
         ConnectionClosedError,
         EchoMQError,

@@ -145,6 +145,8 @@ class AddOutcomeUnknownError(EchoMQError, RedisConnectionError):
             "not have been added: an add sent again without a job_id may add its job twice (docs/deployment.md)")
         self.unknown = unknown
         self.job_ids = tuple(job_ids)
+
+
 class BulkWriteError(EchoMQError):
     """A bulk add (``Queue.add_bulk``) was written in part: the server refused some of its jobs
     (a missing parent, out of memory ...) or the run was cut (a lost connection, a timeout)
@@ -184,6 +186,13 @@ class BulkWriteError(EchoMQError):
     def job_ids(self) -> list[str]:
         """The ids of the written jobs, in the bulk's order."""
         return [self.written[index].id for index in sorted(self.written)]
+
+
+class BulkInterruptedError(BulkWriteError, RedisConnectionError):
+    r"""A :class:`BulkWriteError` whose run a lost connection (or a timeout) cut after some jobs
+    were written. It is a ``redis.ConnectionError`` too, as the cut is: a loop that retries lost
+    connections catches it, and should send again only ``unknown`` and ``not_sent`` (with
+    ``job_id``\ s of yours, an unknown one that was written is not added twice)."""
 
 
 def index_ranges(indexes: Sequence[int]) -> str:

@@ -20,7 +20,14 @@ from typing import Any
 
 import redis
 
-from ..errors import AddOutcomeUnknownError, BulkWriteError, EchoMQError, InvalidInputError, PermissionDeniedError
+from ..errors import (
+    AddOutcomeUnknownError,
+    BulkInterruptedError,
+    BulkWriteError,
+    EchoMQError,
+    InvalidInputError,
+    PermissionDeniedError,
+)
 from ..protocol.keys import QueueKeys
 from ..protocol.limits import DataLimits
 from ..transport.refusals import refusals
@@ -170,7 +177,8 @@ class JobAdder:
         elif not unknown:
             return first
         self._after_move_if_any()
-        error = BulkWriteError("add_bulk", len(calls), written, refused, unknown, not_sent)
+        kind = BulkInterruptedError if cut is not None else BulkWriteError
+        error = kind("add_bulk", len(calls), written, refused, unknown, not_sent)
         error.__cause__ = first
         return error
 

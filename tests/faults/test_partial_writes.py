@@ -15,7 +15,7 @@ import redis
 from redis.connection import Connection, ConnectionPool
 
 from echomq import Queue
-from echomq.errors import BulkWriteError
+from echomq.errors import BulkInterruptedError, BulkWriteError
 from echomq.transport.stream_calls import WINDOW
 
 from support.snapshot import queue_snapshot
@@ -78,6 +78,7 @@ def test_a_bulk_cut_by_out_of_memory_says_which_jobs_were_written(client: redis.
     with pytest.raises(BulkWriteError) as caught:
         queue.add_bulk(jobs)
     error = caught.value
+    assert not isinstance(error, redis.ConnectionError)  # refused, not cut: no connection retry
     written, refused = sorted(error.written), sorted(error.refused)
     assert written and refused and error.unknown == () and error.not_sent == ()
     # Not one cut: memory hovers at the limit (a reply sent frees its buffer), so later jobs may
@@ -155,6 +156,8 @@ def test_a_bulk_cut_by_a_lost_connection_says_which_jobs_were_written(server: An
     assert sent in (3 * WINDOW, 4 * WINDOW) and error.unknown == tuple(range(read, sent))
     assert error.not_sent == tuple(range(sent, 2000)) and error.refused == {}
     assert isinstance(error.__cause__, redis.ConnectionError)
+    # cut by the connection: a redis.ConnectionError too, for the loops that retry those
+    assert isinstance(error, BulkInterruptedError) and isinstance(error, redis.ConnectionError)
     present = {key.decode().rsplit(":", 1)[1] for key in client.scan_iter(match="emq:{cut}:b-*", count=1000)}
     assert set(error.job_ids) <= present
     assert present - set(error.job_ids) <= {f"b-{i}" for i in error.unknown}
