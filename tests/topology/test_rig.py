@@ -11,6 +11,7 @@ from redis.cluster import RedisCluster
 
 from support.redis_versions import binary_version, parse_version
 from support.topologies import Cluster, SentinelSetup
+from support.workers import wait_until
 
 pytestmark = pytest.mark.real_only
 
@@ -67,7 +68,14 @@ def test_a_killed_cluster_master_is_replaced_by_its_replica_and_rejoins_as_one(c
     master.kill()
     assert cluster.wait_owner_change(key, master) is replica
     cluster.restart(master)
-    assert cluster.replica_of(replica) is master
+
+    def rejoined() -> bool:  # the new master's view lists it as its replica once gossip clears its fail flag
+        try:
+            return cluster.replica_of(replica) is master
+        except LookupError:
+            return False
+
+    assert wait_until(rejoined, timeout=30, interval=0.1)
 
 
 def test_the_cluster_runs_on_the_path_s_redis_server_whatever_its_version(redis_cluster: Cluster) -> None:
