@@ -5,6 +5,7 @@ of its private Redis (the schedule keeper)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -48,11 +49,29 @@ def leaves_only_a_stranger(redis_url: str, tag: str, run: Callable[[str], subpro
         client.close()
 
 
+def _blocked_fetchers(server: Any) -> int:
+    client = redis.Redis.from_url(server.url)
+    try:
+        return sum(1 for entry in client.client_list() if entry.get("cmd") == "bzpopmin")
+    finally:
+        client.close()
+
+
+def _fetchers_expected(output: str) -> int:
+    """Queues times processes, from the command's start line ("queues a, b; ...; processes 2")."""
+    found = re.search(r"queues ([^;]+);.*?processes (\d+)", output)
+    return 0 if found is None else len(found.group(1).split(", ")) * int(found.group(2))
+
+
 def restart_under(worker: Server, server: Any, back: Callable[[], bool], *, keepers: int) -> tuple[float, str]:
-    """Once each of the worker's ``keepers`` had its first look, restart its Redis empty (the
-    same port, no persistence) and wait until ``back()``; the seconds that took, and the log."""
+    """Once each of the worker's ``keepers`` had its first look and every fetcher waits for jobs
+    (a restart before the Workers connect is not seen by them, so only the keeper's interval
+    would notice), restart its Redis empty (the same port, no persistence) and wait until
+    ``back()``; the seconds that took, and the log."""
     try:
         assert wait_until(lambda: worker.output().count("keeps the declared schedules") == keepers, 30), \
+            worker.output()
+        assert wait_until(lambda: 0 < _fetchers_expected(worker.output()) <= _blocked_fetchers(server), 30), \
             worker.output()
         server.stop()
         server.start()
