@@ -113,8 +113,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 #: Folders whose tests take seconds each (servers started, failed over, killed; subprocesses):
-#: run first, so that under pytest-xdist the workers share them out while the short tests fill
-#: the end of the run, instead of one worker finishing a failover test alone at the end.
+#: run first, so that under pytest-xdist (``--dist worksteal``) the short tests fill the end of
+#: the run, where an idle worker steals them, instead of one finishing a failover test alone.
 LONG_RUNNING_FOLDERS = ("topology", "faults", "django", "flask", "security", "docs", "testing")
 
 

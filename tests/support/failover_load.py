@@ -132,6 +132,7 @@ class Outcome:
     replication_errors: int
     work_adds: list[Add]  # the steady producer's acknowledged adds
     work_lost: list[Add]
+    work_reported_lost: set[str]  # what the steady producer's Queue reported lost
     completed: set[str]
     failed: set[str]
     active: list[str]
@@ -392,7 +393,8 @@ class FailoverLoad:
             reported_lost={job_id for book in books.values() for job_id in book["lost"]},
             add_errors=sum(book["errors"] for book in books.values()),
             replication_errors=sum(len(book["replication_errors"]) for book in books.values()),
-            work_adds=list(self.work_adds), work_lost=work_lost, completed=completed, failed=failed,
+            work_adds=list(self.work_adds), work_lost=work_lost,
+            work_reported_lost=set(self.queue.lost_job_ids), completed=completed, failed=failed,
             active=[text(x) for x in reader.lrange(k.active, 0, -1)], runs=runs, pending_iterations=pending,
             delivered=delivered, stream=stream, gaps=list(self.gaps), add_rate=float(len(before)))
         completions = largest_gap(completion_times, self.kill_at)
@@ -427,16 +429,18 @@ class FailoverLoad:
 
 def assert_books(outcome: Outcome, load: FailoverLoad, *, none_lost: bool) -> None:
     """The books of one failover (tests/topology/test_sentinel_failover.py says what they are)."""
-    lost_ids = {add.job_id for add in outcome.lost}
     assert outcome.adds, "the full-rate producer acknowledged no add"
     if none_lost:
         assert outcome.lost == [], f"{len(outcome.lost)} acknowledged adds lost: {outcome.lost[:5]}"
-    else:
-        assert len(outcome.lost) <= LOST_SECONDS * outcome.add_rate, (len(outcome.lost), outcome.add_rate)
-        assert lost_ids <= outcome.reported_lost, f"lost silently: {sorted(lost_ids - outcome.reported_lost)[:10]}"
-    assert outcome.reused == [], f"{len(outcome.reused)} ids name two jobs: {outcome.reused[:5]}"
-    if none_lost:
         assert outcome.work_lost == [], f"{len(outcome.work_lost)} adds of the worker's queue lost"
+    lost = len(outcome.lost) + len(outcome.work_lost)
+    assert lost <= LOST_SECONDS * outcome.add_rate, (lost, outcome.add_rate)
+    lost_ids = {add.job_id for add in outcome.lost}
+    assert lost_ids <= outcome.reported_lost, f"lost silently: {sorted(lost_ids - outcome.reported_lost)[:10]}"
+    work_lost_ids = {add.job_id for add in outcome.work_lost}
+    assert work_lost_ids <= outcome.work_reported_lost, \
+        f"lost silently on the worker's queue: {sorted(work_lost_ids - outcome.work_reported_lost)[:10]}"
+    assert outcome.reused == [], f"{len(outcome.reused)} ids name two jobs: {outcome.reused[:5]}"
     problems = outcome.problems(load.kill_wall_ms)
     assert [p for p in problems if not p.startswith("QueueEvents")] == []
     # The reader's books. A reader that delivered entries the failover lost (a kill -9 losing its

@@ -307,13 +307,23 @@ class Cluster(_Topology):
                 return self.node_at(HOST, entry["port"])
         raise LookupError(f"no live master serves slot {slot} of {key!r}")
 
-    def replica_of(self, master: Node) -> Node:
-        view = self.view(master)
-        master_id = next(e["id"] for e in view if "myself" in e["flags"])
-        for entry in view:
-            if entry["master_id"] == master_id and "fail" not in entry["flags"]:
-                return self.node_at(HOST, entry["port"])
-        raise LookupError(f"the master on port {master.port} has no replica")
+    def replica_of(self, master: Node, timeout: float = 10.0) -> Node:
+        """A live replica of ``master``, as the replica itself sees it (CLUSTER FAILOVER is sent
+        to it). The master's own view may name it a moment later: after a failover of an
+        earlier test the gossip about who follows whom still travels."""
+        master_id = next(e["id"] for e in self.view(master) if "myself" in e["flags"])
+
+        def follower() -> Node | None:
+            for node in self.nodes:
+                if node.alive and node is not master and any(
+                        "myself" in e["flags"] and e["master_id"] == master_id for e in self.view(node)):
+                    return node
+            return None
+
+        try:
+            return wait_for(f"a replica of the master on port {master.port}", follower, timeout)
+        except TimeoutError:
+            raise LookupError(f"the master on port {master.port} has no replica") from None
 
     # -- waiting ----------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def test_a_killed_cluster_master_is_replaced_by_its_replica_and_rejoins_as_one(c
     assert cluster.wait_owner_change(key, master) is replica
     cluster.restart(master)
 
-    def rejoined() -> bool:  # the new master's view lists it as its replica once gossip clears its fail flag
+    def rejoined() -> bool:  # the restarted node follows the new master once the gossip reaches it
         try:
             return cluster.replica_of(replica) is master
         except LookupError:
