@@ -294,6 +294,17 @@ def copy_slot_pool(pool: SlotOwnerPool, kwargs: dict[str, Any], max_connections:
                          max_connections=max_connections, **kwargs)
 
 
+def replica_answered(client: Any) -> None:
+    """A keyless command (INFO) found ``client``'s server a replica: for a client routed by slot,
+    the slot's master moved without a reply saying so (a ``CLUSTER FAILOVER`` leaves the old
+    master up, as a replica, and only keyed commands get MOVED). Learn the owner again, as a
+    READONLY reply would have, so the next socket goes to the new one. Other clients: nothing
+    (a Sentinel pool follows its watch)."""
+    pool = getattr(client, "connection_pool", None)
+    if isinstance(pool, SlotOwnerPool):
+        pool.slot_router.stale(ReadOnlyError("the server is a replica now"), "READONLY")
+
+
 def routed_slot(client: Any) -> int | None:
     """The cluster slot ``client`` is routed to (a client of :func:`slot_owner_client`), else None."""
     pool = getattr(client, "connection_pool", None)

@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 import redis
 
 from ..protocol.keys import QueueKeys
+from ..transport.cluster import replica_answered
 from ..transport.scripts import LuaScript, script
 from ..transport.stream_calls import run_calls
 from ..transport.unsent import NotRunError
@@ -146,6 +147,7 @@ class MasterMoves:
                       self.keys.queue_name, exc)
             return None
         if replication.get("role") == "slave":
+            replica_answered(self.client)  # a slot that moved without a MOVED: ask the cluster again
             raise NotRunError("the server is a replica now: the new master is not reached yet", "READONLY")
         run_id, replid = server.get("run_id"), replication.get("master_replid")
         if not run_id or not replid:

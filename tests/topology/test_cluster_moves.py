@@ -124,3 +124,42 @@ def test_the_components_follow_a_cluster_failover_to_the_replica(cluster_factory
         return cluster.wait_owner_change(QueueKeys(queue_name).meta, owner)
 
     _follows(cluster, queue_name, failover)
+
+
+def test_a_worker_settling_on_the_old_master_after_a_cluster_failover_finds_the_new_one(
+        cluster_factory: Callable[..., Cluster], queue_name: str) -> None:
+    # CLUSTER FAILOVER leaves the old master up, as a replica. A worker that lost a connection
+    # settles first (it asks the server who it is, INFO, before any script): INFO has no key,
+    # so no MOVED tells the worker's slot router the owner changed. That answer must send it
+    # to the new master; before, every settle asked the old one again and the worker took no
+    # job until restarted (seen under full load: 30 s of "the new master is not reached yet").
+    cluster = cluster_factory()
+    key = QueueKeys(queue_name).meta
+    owner = cluster.owner_of(key)
+    client = cluster.client()
+    done: list[str] = []
+    worker = Worker(client, queue_name, lambda job: done.append(job.id), drain_delay=0.3)
+    try:
+        moves = worker.transitions.moves
+        moves.settle(force=True)  # who the server is, with a socket to it now in the pool
+        cluster.replica_of(owner).call("CLUSTER", "FAILOVER")
+        new = cluster.wait_owner_change(key, owner)
+        moves.suspect = True  # as a lost connection leaves it
+        with pytest.raises(redis.ConnectionError, match="the server is a replica now"):
+            moves.settle()  # the pooled socket still reaches the old master
+        assert wait_until(lambda: _settles(moves), timeout=5), "the worker kept asking the old master"
+        worker.start()
+        job = Queue(client, queue_name).add("after", {})
+        assert wait_until(lambda: done == [job.id], timeout=10)
+        assert new.call("ZCARD", QueueKeys(queue_name).completed) == 1
+    finally:
+        worker.close(5)
+        client.close()
+
+
+def _settles(moves: Any) -> bool:
+    try:
+        moves.settle()
+    except redis.ConnectionError:
+        return False
+    return True
