@@ -61,6 +61,7 @@ class BlockingConnection:
         self._control: redis.Redis | None = None
         self._control_unanswered = False  # CLIENT UNBLOCK timed out: Redis hangs, do not wait again
         self._lock = threading.Lock()
+        self._closed = False
         self.conn: Any = None
         self.client_id: int | None = None
 
@@ -126,12 +127,15 @@ class BlockingConnection:
         if client_id is None:
             return False
         if not self._control_unanswered:
-            try:
+            with self._lock:  # a close() in another thread: no control connection made after it
+                if self._closed:
+                    return False
                 if self._control is None:
                     self._control = self._connections.dedicated(
                         socket_timeout=CONTROL_TIMEOUT_S, socket_connect_timeout=CONTROL_TIMEOUT_S,
                         **without_retries())
                 control: Any = self._control
+            try:
                 return bool(control.execute_command("CLIENT", "UNBLOCK", client_id))
             except CONNECTION_ERRORS as exc:
                 # Redis did not answer in time: each later interrupt would wait as long again.
@@ -139,6 +143,11 @@ class BlockingConnection:
                 log.debug("CLIENT UNBLOCK unanswered (%s); shutting the reader's socket", exc)
             except Exception as exc:  # noqa: BLE001 - refused (ACL, old fakeredis): the same fallback
                 log.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
+            finally:
+                with self._lock:
+                    closed_meanwhile = self._closed
+                if closed_meanwhile:  # close() released it before this call opened its socket
+                    self._connections.release(control)
         with self._lock:
             sock = getattr(self.conn, "_sock", None)
             if sock is not None:
@@ -147,7 +156,10 @@ class BlockingConnection:
         return True
 
     def close(self) -> None:
-        """Disconnect the reader's socket and the control connection now."""
+        """Disconnect the reader's socket and the control connection now (an interrupt() under
+        way in another thread closes the control connection it used once it returns)."""
+        with self._lock:
+            self._closed = True
         self.drop()
         for client in (self._client, self._control):
             if client is not None:

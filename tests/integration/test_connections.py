@@ -7,7 +7,8 @@ from __future__ import annotations
 import redis
 
 from echomq import JobScheduler, Queue, QueueEvents, Worker
-from echomq.transport.connection import checkout, close_client, dedicated_client
+from echomq.transport.blocking import BlockingConnection
+from echomq.transport.connection import Connections, checkout, close_client, dedicated_client
 
 from support.sockets import own_tcp_sockets
 from support.workers import wait_until
@@ -96,3 +97,27 @@ def test_a_dedicated_client_keeps_its_own_timeout(connection: redis.Redis) -> No
     finally:
         blocking.close()
         blocking.connection_pool.disconnect()
+
+
+def test_a_close_while_an_interrupt_is_sent_leaves_no_control_connection(connection: redis.Redis) -> None:
+    # Worker.close() and QueueEvents.close() interrupt the blocked read from a helper thread
+    # while the owner closes; a close() that lands while CLIENT UNBLOCK is on its way closed
+    # the control connection before that call opened its socket, which then stayed open (seen
+    # in the matrix: two unnamed connections left after every component closed).
+    connection.ping()
+    baseline = connected(connection)
+    connections = Connections(connection)
+    blocking = BlockingConnection(connections, max_block_s=1.0, client_name="echomq:test:interrupt")
+    blocking.connect()
+    assert blocking.interrupt() is False  # nothing blocked: UNBLOCK answers 0, the control client is made
+    control = blocking._control
+    assert control is not None
+    sent = control.execute_command
+
+    def close_first(*args: object) -> object:
+        blocking.close()  # the owner's close(), between the interrupt's lock and its call
+        return sent(*args)
+
+    control.execute_command = close_first  # type: ignore[method-assign]
+    blocking.interrupt()
+    assert settles_at(connection, baseline), connection.client_list()
