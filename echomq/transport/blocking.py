@@ -144,9 +144,7 @@ class BlockingConnection:
             except Exception as exc:  # noqa: BLE001 - refused (ACL, old fakeredis): the same fallback
                 log.debug("CLIENT UNBLOCK failed (%s); shutting the reader's socket", exc)
             finally:
-                with self._lock:
-                    closed_meanwhile = self._closed
-                if closed_meanwhile:  # close() released it before this call opened its socket
+                if self._closed_now():  # close() released it before this call opened its socket
                     self._connections.release(control)
         with self._lock:
             sock = getattr(self.conn, "_sock", None)
@@ -154,6 +152,10 @@ class BlockingConnection:
                 with contextlib.suppress(OSError, ValueError):
                     sock.shutdown(socket.SHUT_RDWR)
         return True
+
+    def _closed_now(self) -> bool:
+        with self._lock:
+            return self._closed
 
     def close(self) -> None:
         """Disconnect the reader's socket and the control connection now (an interrupt() under
