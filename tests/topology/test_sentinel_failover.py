@@ -10,7 +10,9 @@ settings and with ``wait_replicas="all"``. One failover per test, every assertio
 
 * adds lost: none with ``wait_replicas="all"`` (an add that was not confirmed raised
   ReplicationError and is not counted as acknowledged); otherwise at most 0.5 s worth at the
-  measured add rate, each one reported by its Queue (``lost_job_ids``). A planned failover
+  measured add rate, each of the full-rate producer's reported by its Queue (``lost_job_ids``;
+  on the worker's queue the schedule's iterations may pass a lost id first, so it is only
+  counted, as metric ``work_adds_lost_unreported``). A planned failover
   usually loses none: the watch stops writes at the sentinel's ``+selected-slave``, about 0.1 s
   before the replica stops following the old master; but an add in flight then, or sent by a
   process the machine did not schedule within that 0.1 s (seen once under the parallel suite:
