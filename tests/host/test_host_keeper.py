@@ -17,6 +17,7 @@ from echomq.contrib.host.keeper import ScheduleKeeper
 from echomq.contrib.schedules_sync import sync_schedules
 from echomq.testing import FakeClock, run_until_idle
 
+from support.host_runs import blocked_fetchers
 from support.queue_keys import delete_queue_keys
 from support.workers import wait_until
 
@@ -150,6 +151,8 @@ def test_a_private_redis_restarted_without_persistence_gets_its_schedules_back(
     keeper.start()
     try:
         assert wait_until(lambda: keeper._counters.get("reports", 0) > 0, 10)
+        # the Worker waits for jobs: a restart before it connected would go unseen but by the interval
+        assert wait_until(lambda: blocked_fetchers(server) >= 1, 10)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="echomq.contrib.host.keeper"):
             server.stop()

@@ -49,7 +49,8 @@ def leaves_only_a_stranger(redis_url: str, tag: str, run: Callable[[str], subpro
         client.close()
 
 
-def _blocked_fetchers(server: Any) -> int:
+def blocked_fetchers(server: Any) -> int:
+    """The clients of ``server`` blocked in BZPOPMIN: Workers waiting for jobs."""
     client = redis.Redis.from_url(server.url)
     try:
         return sum(1 for entry in client.client_list() if entry.get("cmd") == "bzpopmin")
@@ -71,7 +72,7 @@ def restart_under(worker: Server, server: Any, back: Callable[[], bool], *, keep
     try:
         assert wait_until(lambda: worker.output().count("keeps the declared schedules") == keepers, 30), \
             worker.output()
-        assert wait_until(lambda: 0 < _fetchers_expected(worker.output()) <= _blocked_fetchers(server), 30), \
+        assert wait_until(lambda: 0 < _fetchers_expected(worker.output()) <= blocked_fetchers(server), 30), \
             worker.output()
         server.stop()
         server.start()
