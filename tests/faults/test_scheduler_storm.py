@@ -21,6 +21,7 @@ from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
 
 from support.disturb import memory_pulses
+from support.queue_keys import SCAN_COUNT
 from support.workers import Running, wait_until
 
 pytestmark = pytest.mark.real_only
@@ -61,7 +62,8 @@ def _run(target: Any, args_for: Any) -> None:
 
 def iteration_keys(client: redis.Redis, sched: JobScheduler, sid: str) -> list[str]:
     pattern = sched.keys.job(f"repeat:{sid}:") + "*"
-    return sorted(k.decode() for k in client.scan_iter(match=pattern.replace("{", "\\{").replace("}", "\\}")))
+    escaped = pattern.replace("{", "\\{").replace("}", "\\}")
+    return sorted(k.decode() for k in client.scan_iter(match=escaped, count=SCAN_COUNT))
 
 
 def test_concurrent_upserts_end_with_one_hash_and_one_pending_iteration(real_connection, redis_url, queue_name):

@@ -20,6 +20,7 @@ from echomq.protocol.keys import QueueKeys
 from echomq.queue.queue import Queue
 from echomq.worker.worker import Worker
 
+from support.queue_keys import SCAN_COUNT
 from support.workers import Running, events, wait_until
 
 pytestmark = [pytest.mark.real_only, pytest.mark.slow]
@@ -109,7 +110,9 @@ def test_a_redis_restart_under_a_running_worker_loses_no_job(redis_server_factor
         Queue(restarted, name).add_bulk([{"name": "n", "data": {"i": i}} for i in range(40, 45)])
         assert wait_until(lambda: restarted.zcard(k.completed) == 45, timeout=30)
     assert restarted.llen(k.active) == 0 and restarted.llen(k.wait) == 0 and restarted.zcard(k.failed) == 0
-    assert worker.processed >= 44
+    # A finish applied and persisted whose reply died with the server is not counted by this
+    # worker (its resend finds the job finished): at most one per processor thread in flight.
+    assert worker.processed >= 45 - 3
     values = sorted(int(restarted.hget(k.job(j.decode()), "returnvalue")) for j in restarted.zrange(k.completed, 0, -1))
     assert values == list(range(45))
     restarted.close()
@@ -153,6 +156,6 @@ def test_close_from_the_hosts_sigterm_handler(redis_url: str) -> None:
     assert child.returncode == 0 and out.strip() == "closed"
     assert [x.decode() for x in client.zrange(k.completed, 0, -1)] == [first]  # the running job finished
     assert client.llen(k.active) == 0 and client.llen(k.wait) == 1  # the next one was not started
-    for key in client.scan_iter(match=k.all_keys_pattern()):
+    for key in client.scan_iter(match=k.all_keys_pattern(), count=SCAN_COUNT):
         client.delete(key)
     client.close()

@@ -13,6 +13,8 @@ from flask import Flask
 
 from echomq import JobScheduler
 
+from support.queue_keys import SCAN_COUNT
+
 NIGHTLY = {"queue": "reports", "pattern": "0 2 * * *", "tz": "Europe/Berlin", "name": "build_report",
            "data": {"kind": "nightly"}, "opts": {"attempts": 3}}
 TICK = {"queue": "reports", "every": 60_000, "name": "build_report"}
@@ -63,13 +65,13 @@ def test_a_dry_run_prints_the_difference_and_writes_nothing(make_app: Callable[.
     schedulers = JobScheduler(connection, "reports", prefix=prefix)
     schedulers.upsert("old", {"every": 5000}, "build_report")
     schedulers.upsert("tick", {"every": 30_000}, "build_report")
-    before = {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*")}
+    before = {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT)}
     app = _app(make_app, connection, prefix, {"nightly": NIGHTLY, "tick": TICK})
 
     assert _run(app, "--dry-run", "--prune") == (0, [
         "would create reports/nightly", "would update reports/tick: every", "would remove reports/old",
         "2 declared: 1 to create, 1 to update, 0 unchanged; 1 to remove (dry run: nothing written)"])
-    assert {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*")} == before
+    assert {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT)} == before
 
 
 def test_a_schedule_whose_job_no_function_handles_is_synced_with_a_warning(
@@ -86,7 +88,7 @@ def test_a_schedule_that_has_ended_is_a_warning_at_init_app_and_refused_by_the_s
         caplog: pytest.LogCaptureFixture) -> None:
     _run(_app(make_app, connection, prefix, {"nightly": NIGHTLY, "tick": TICK}))
     JobScheduler(connection, "reports", prefix=prefix).upsert("made-by-hand", {"every": 5000}, "build_report")
-    before = {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*")}
+    before = {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT)}
     with caplog.at_level(logging.WARNING, logger="echomq.contrib.flask.settings"):
         app = _app(make_app, connection, prefix, {"nightly": {**NIGHTLY, "pattern": "0 3 * * *"},  # an update
                                                   "over": {"queue": "reports", "every": 1000, "end_date": 1000}})
@@ -95,4 +97,4 @@ def test_a_schedule_that_has_ended_is_a_warning_at_init_app_and_refused_by_the_s
     assert code == 1
     assert output[-1] == ("Error: schedule 'over': end_date 1000 is already in the past: remove it from the "
                           "declaration (a sync cannot create a schedule with no run left)")
-    assert {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*")} == before
+    assert {key: connection.dump(key) for key in connection.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT)} == before

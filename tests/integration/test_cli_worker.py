@@ -20,6 +20,7 @@ import redis
 
 from echomq import Queue
 
+from support.queue_keys import SCAN_COUNT
 from support.servers import free_port
 from support.worker_cli import WorkerCommand, add_jobs, traces, wait_until
 
@@ -47,7 +48,7 @@ def test_processor_on_several_queues_in_burst_does_every_job_and_exits_0(
     startup = next(line for line in command.lines if "echomq worker: queues" in line)
     assert f"queues {first}, {second}; concurrency 3 per queue; processes 1; burst" in startup
     assert f"pid {command.pid}" in startup
-    for key in url_connection.scan_iter(f"emq:{{{second}}}:*"):
+    for key in url_connection.scan_iter(f"emq:{{{second}}}:*", count=SCAN_COUNT):
         url_connection.delete(key)
 
 
@@ -65,7 +66,7 @@ def test_app_runs_the_registry_queues_routed_by_name(url_connection: redis.Redis
         assert command.wait(60) == 0, command.stderr
     assert completed(url_connection, second) == 3
     assert {t["name"] for t in traces(url_connection, second)} == {"sleepy"}
-    for key in url_connection.scan_iter(f"emq:{{{second}}}:*"):
+    for key in url_connection.scan_iter(f"emq:{{{second}}}:*", count=SCAN_COUNT):
         url_connection.delete(key)
 
 
@@ -79,7 +80,7 @@ def test_a_job_added_by_a_job_to_a_queue_already_idle_is_still_done_in_burst(
                        queues=[first, second]) as command:
         assert command.wait(60) == 0, command.stderr
     assert (completed(url_connection, first), completed(url_connection, second)) == (1, 1)
-    for key in url_connection.scan_iter(f"emq:{{{second}}}:*"):
+    for key in url_connection.scan_iter(f"emq:{{{second}}}:*", count=SCAN_COUNT):
         url_connection.delete(key)
 
 

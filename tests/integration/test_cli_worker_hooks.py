@@ -26,6 +26,7 @@ import redis
 
 from echomq import Queue
 
+from support.queue_keys import SCAN_COUNT
 from support.sample_jobs import listened_key
 from support.servers import free_port
 from support.worker_cli import WorkerCommand, add_jobs, wait_until
@@ -197,5 +198,5 @@ def test_the_framework_commands_take_listeners(url_connection: redis.Redis, serv
         told = [json.loads(raw) for raw in url_connection.lrange(listened_key(queue, prefix), 0, -1)]
         assert [entry["tag"] for entry in told] == ["factory"], done.stderr
     finally:
-        for key in url_connection.scan_iter(match=f"{prefix}:*"):
+        for key in url_connection.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT):
             url_connection.delete(key)

@@ -15,6 +15,7 @@ from echomq.transport.calls import run_script
 from echomq.transport.scripts import script
 from echomq.worker.worker import Worker
 
+from support.queue_keys import SCAN_COUNT
 from support.snapshot import queue_snapshot
 from support.workers import Running, wait_until
 
@@ -123,7 +124,7 @@ def test_jobs_removed_on_completion_are_still_counted(connection: redis.Redis, q
 def test_a_worker_without_metrics_writes_none(connection: redis.Redis, queue_name: str) -> None:
     queue = finish_at(connection, queue_name, [0, MINUTE, 2 * MINUTE + 1, 3 * MINUTE], max_points=None)
     assert queue.get_job_counts("completed") == {"completed": 4}
-    assert list(connection.scan_iter(QueueKeys(queue_name).key("metrics:*"))) == []
+    assert list(connection.scan_iter(QueueKeys(queue_name).key("metrics:*"), count=SCAN_COUNT)) == []
     assert queue.get_metrics("completed") == {"meta": {"count": 0, "prevTS": 0, "prevCount": 0},
                                               "data": [], "count": 0}
 
@@ -150,7 +151,7 @@ def test_bad_metrics_settings_are_refused_and_nothing_is_written(connection: red
                                                                  metrics: Any) -> None:
     with pytest.raises(InvalidInputError, match="Worker metrics="):
         Worker(connection, queue_name, lambda job: None, metrics=metrics)
-    assert list(connection.scan_iter(QueueKeys(queue_name).all_keys_pattern())) == []
+    assert list(connection.scan_iter(QueueKeys(queue_name).all_keys_pattern(), count=SCAN_COUNT)) == []
 
 
 @pytest.mark.parametrize("points", ["0", "-1", "1.5", "ten"])

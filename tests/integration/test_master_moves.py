@@ -23,6 +23,7 @@ from echomq.worker.master_moves import MAX_RECORD_BYTES, MAX_RECORDS, SMALL_RECO
 from echomq.worker.options import WorkerOptions
 from echomq.worker.transitions import Fetched, Transitions
 
+from support.queue_keys import SCAN_COUNT
 from support.snapshot import queue_snapshot, rewind_queue, save_queue
 
 NOW = 1_700_000_000_000
@@ -238,7 +239,7 @@ def test_an_id_naming_another_job_now_is_left_alone(connection: redis.Redis, que
     queue.add("a")
     taken = _take(transitions, locks, clock, "tok-1")
     _complete(transitions, locks, clock, taken, "tok-1")
-    for key in list(connection.scan_iter(match=QueueKeys(queue_name).all_keys_pattern())):
+    for key in list(connection.scan_iter(match=QueueKeys(queue_name).all_keys_pattern(), count=SCAN_COUNT)):
         connection.delete(key)  # the server came back empty
     fresh = Queue(connection, queue_name, clock=lambda: NOW + 7).add("b")
     assert fresh.id == taken.job_id

@@ -11,6 +11,8 @@ from echomq.protocol.keys import QueueKeys
 from echomq.transport.scripts import script
 from echomq.transport.stream_calls import WINDOW, run_calls
 
+from support.queue_keys import SCAN_COUNT
+
 
 def test_replies_come_back_in_order_across_windows(connection: redis.Redis, queue_name: str) -> None:
     jobs = Queue(connection, queue_name).add_bulk([("x", n) for n in range(2 * WINDOW + 7)])
@@ -49,5 +51,5 @@ def test_works_with_either_decode_setting(server_url: str, queue_name: str, deco
         jobs = Queue(client, queue_name).add_bulk([("x", 1), ("y", 2)])
         assert [j.id for j in jobs] == ["1", "2"]
     finally:
-        client.delete(*client.scan_iter(match=QueueKeys(queue_name).all_keys_pattern()))
+        client.delete(*client.scan_iter(match=QueueKeys(queue_name).all_keys_pattern(), count=SCAN_COUNT))
         client.close()

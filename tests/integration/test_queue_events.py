@@ -19,6 +19,7 @@ from echomq import EventType, GapNotice, Handler, QueueEvents
 from echomq.errors import ForkedProcessError, InvalidInputError, InvalidQueueNameError
 from echomq.protocol.keys import QueueKeys
 
+from support.queue_keys import SCAN_COUNT
 from support.wire import WIRE_TABLE
 
 
@@ -355,7 +356,7 @@ def test_bad_arguments_are_rejected_before_touching_redis(connection: redis.Redi
                                                           kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInputError, match=field):
         QueueEvents(connection, queue_name, **kwargs)
-    assert not list(connection.scan_iter(match=f"*{queue_name}*"))
+    assert not list(connection.scan_iter(match=f"*{queue_name}*", count=SCAN_COUNT))
 
 
 @pytest.mark.parametrize("name", ["", "a:b", "{x}"])

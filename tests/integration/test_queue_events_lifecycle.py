@@ -19,6 +19,7 @@ from echomq import Handler, QueueEvents
 from echomq.errors import InvalidInputError
 from echomq.protocol.keys import QueueKeys
 
+from support.queue_keys import SCAN_COUNT
 from support.workers import wait_until
 
 
@@ -179,7 +180,7 @@ def test_each_bad_setting_is_refused_by_name_and_writes_nothing(connection: redi
                                                                 kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInputError, match=field):
         QueueEvents(connection, queue_name, **kwargs)
-    assert not list(connection.scan_iter(match=f"*{queue_name}*"))
+    assert not list(connection.scan_iter(match=f"*{queue_name}*", count=SCAN_COUNT))
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "redis://127.0.0.1:notaport", "redis://127.0.0.1:99999"])

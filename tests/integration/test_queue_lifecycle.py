@@ -6,6 +6,7 @@ import redis
 
 from echomq import Queue, Worker
 
+from support.queue_keys import SCAN_COUNT
 from support.queues import read_events
 from support.workers import Running, wait_until
 
@@ -72,6 +73,6 @@ def test_flow_with_a_child_in_another_queue(connection: redis.Redis, queue_name:
             assert wait_until(lambda: parent.get_state() == "completed")
         assert parent.reload().return_value == 51
     finally:
-        keys = list(connection.scan_iter(match=other_queue.keys.all_keys_pattern()))
+        keys = list(connection.scan_iter(match=other_queue.keys.all_keys_pattern(), count=SCAN_COUNT))
         if keys:
             connection.delete(*keys)

@@ -15,6 +15,7 @@ import redis
 from echomq import InvalidInputError, InvalidJobOptionsError, JobRegistry, Queue, RegisteredJob
 from echomq.protocol.keys import QueueKeys
 
+from support.queue_keys import SCAN_COUNT
 from support.workers import Running, wait_until
 
 
@@ -282,7 +283,7 @@ def test_the_prefix_applies_to_what_the_registry_adds_and_runs(connection: redis
         with Running(registry.worker(queue_name, drain_delay=0.2)):
             assert wait_until(lambda: connection.zcard(k.completed) == 1)
     finally:
-        keys = list(connection.scan_iter(match=f"app:\\{{{queue_name}\\}}:*"))
+        keys = list(connection.scan_iter(match=f"app:\\{{{queue_name}\\}}:*", count=SCAN_COUNT))
         connection.delete(*keys)
 
 

@@ -21,6 +21,8 @@ import redis
 
 from echomq import InvalidScheduleError, JobScheduler, calculate_next_millis
 
+from support.queue_keys import SCAN_COUNT
+
 NOW = 1_714_560_000_000  # 2024-05-01T10:40:00Z
 UTC = dt.timezone.utc
 LATER = NOW + 86_400_000
@@ -124,7 +126,7 @@ def scheduler(connection: redis.Redis, queue_name: str) -> JobScheduler:
 
 
 def written(connection: redis.Redis, scheduler: JobScheduler) -> list[Any]:
-    return list(connection.scan_iter(match=scheduler.keys.all_keys_pattern()))
+    return list(connection.scan_iter(match=scheduler.keys.all_keys_pattern(), count=SCAN_COUNT))
 
 
 @pytest.mark.parametrize("repeat_opts", ACCEPTED)

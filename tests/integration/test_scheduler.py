@@ -16,6 +16,8 @@ from echomq.errors import InvalidInputError, SchedulerConflictError
 from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 
+from support.queue_keys import SCAN_COUNT
+
 HOUR = 3_600_000
 
 
@@ -218,7 +220,7 @@ def test_upsert_whose_first_slot_is_past_end_date_writes_nothing(connection, sch
     now = now_ms()
     offset = (now % every + HOUR) % every or 1  # the first slot of this phase is ~1 h away
     assert sched.upsert("late", {"every": every, "offset": offset, "end_date": now + HOUR // 2}) is None
-    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern())) == []
+    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern(), count=SCAN_COUNT)) == []
 
 
 def test_remove_deletes_the_delayed_iteration_with_a_removed_event(connection, sched):
@@ -289,7 +291,7 @@ def test_bad_input_raises_and_writes_nothing(connection, sched, scheduler_id, re
     with pytest.raises(InvalidInputError) as info:
         sched.upsert(scheduler_id, repeat_opts, extra.get("name"), extra.get("data"), extra.get("opts"))
     assert isinstance(info.value, ValueError) and str(info.value)
-    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern())) == []
+    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern(), count=SCAN_COUNT)) == []
 
 
 def test_reupsert_replaces_a_prioritized_pending_iteration(connection, sched):

@@ -15,6 +15,8 @@ from echomq.errors import InvalidScheduleError, SchedulerConflictError
 from echomq.schedule.next_run import calculate_next_millis
 from echomq.schedule.scheduler import JobScheduler
 
+from support.queue_keys import SCAN_COUNT
+
 HOUR = 3_600_000
 
 
@@ -96,7 +98,7 @@ def test_taken_tick_is_a_conflict_and_writes_nothing(connection, sched):
 def test_no_tick_before_end_date_returns_none_and_writes_nothing(connection, sched):
     now = now_ms()
     assert sched.upsert("never", {"pattern": "0 0 1 1 *", "end_date": now + 60_000}) is None
-    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern())) == []
+    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern(), count=SCAN_COUNT)) == []
 
 
 def test_limit_stops_pattern_iterations(connection, sched):
@@ -116,4 +118,4 @@ def test_limit_stops_pattern_iterations(connection, sched):
 def test_bad_patterns_raise_and_write_nothing(connection, sched, repeat_opts):
     with pytest.raises(InvalidScheduleError):
         sched.upsert("bad", repeat_opts)
-    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern())) == []
+    assert list(connection.scan_iter(match=sched.keys.all_keys_pattern(), count=SCAN_COUNT)) == []

@@ -16,6 +16,7 @@ from echomq.errors import InvalidInputError, UnrecoverableError
 from echomq.protocol.keys import QueueKeys
 from echomq.worker.worker import Worker
 
+from support.queue_keys import SCAN_COUNT
 from support.workers import Running, events, seed_job, wait_until
 
 
@@ -337,7 +338,7 @@ def test_bad_settings_are_refused_and_nothing_is_written(
 ) -> None:
     with pytest.raises(InvalidInputError, match=field):
         Worker(connection, queue_name, lambda job: None, **kwargs)
-    assert list(connection.scan_iter(QueueKeys(queue_name).all_keys_pattern())) == []
+    assert list(connection.scan_iter(QueueKeys(queue_name).all_keys_pattern(), count=SCAN_COUNT)) == []
 
 
 def test_processor_must_be_callable(connection: redis.Redis, queue_name: str) -> None:

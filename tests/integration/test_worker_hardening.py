@@ -20,6 +20,7 @@ from echomq.errors import InvalidInputError
 from echomq.protocol.keys import QueueKeys
 from echomq.worker.worker import Worker
 
+from support.queue_keys import SCAN_COUNT
 from support.workers import Running, seed_job, wait_until
 
 PROCESSING_LOG = "echomq.worker.processing"
@@ -221,7 +222,7 @@ def test_a_setting_that_would_break_at_run_time_is_refused_naming_it(
 ) -> None:
     with pytest.raises(InvalidInputError, match=rf"\b{field}\b"):
         Worker(connection, queue_name, lambda job: None, **kwargs)
-    assert list(connection.scan_iter(QueueKeys(queue_name).all_keys_pattern())) == []
+    assert list(connection.scan_iter(QueueKeys(queue_name).all_keys_pattern(), count=SCAN_COUNT)) == []
 
 
 def test_settings_at_their_limits_are_accepted_and_run(connection: redis.Redis, queue_name: str) -> None:

@@ -13,6 +13,8 @@ from echomq import Queue
 from echomq.protocol.codec import text
 from echomq.protocol.keys import QueueKeys
 
+from support.queue_keys import SCAN_COUNT
+
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -319,6 +321,6 @@ def test_same_calls_write_the_same_key_shapes(bullmq_peer, connection: redis.Red
         for key in theirs:
             assert ours[key] == theirs[key], key
     finally:
-        keys = list(connection.scan_iter(match=QueueKeys(theirs_name).all_keys_pattern()))
+        keys = list(connection.scan_iter(match=QueueKeys(theirs_name).all_keys_pattern(), count=SCAN_COUNT))
         if keys:
             connection.delete(*keys)

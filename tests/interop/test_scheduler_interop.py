@@ -19,6 +19,8 @@ import redis
 from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 
+from support.queue_keys import SCAN_COUNT
+
 HOUR = 3_600_000
 
 
@@ -148,7 +150,7 @@ def snapshot(client: redis.Redis, queue: str) -> dict[str, Any]:
     """Every key of the queue: its type, and for hashes the field set (opts/data as JSON shape)."""
     keys = QueueKeys(queue)
     out: dict[str, Any] = {}
-    for raw in client.scan_iter(match=keys.all_keys_pattern()):
+    for raw in client.scan_iter(match=keys.all_keys_pattern(), count=SCAN_COUNT):
         key = raw.decode()
         suffix = _MILLIS.sub(r"\1<ms>", key[len(keys.job_prefix):])
         kind = client.type(key).decode()
@@ -198,7 +200,7 @@ def test_same_calls_leave_the_same_shape(bullmq_peer, connection, queue_name):
         assert snapshot(connection, ours) == snapshot(connection, theirs)
     finally:
         for name in (ours, theirs):
-            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern(), count=SCAN_COUNT))
             if stale:
                 connection.delete(*stale)
 
@@ -239,7 +241,7 @@ def test_worker_step_writes_what_a_bullmq_worker_writes(bullmq_peer, connection,
             assert mine_opts["backoff"] == their_opts["backoff"]
     finally:
         for name in (ours, theirs):
-            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern(), count=SCAN_COUNT))
             if stale:
                 connection.delete(*stale)
 
@@ -282,7 +284,7 @@ def test_the_template_hash_fields_are_what_bullmq_stores(bullmq_peer, connection
             assert mine_job.get("backoff") == their_job.get("backoff")
     finally:
         for name in (ours, theirs):
-            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern(), count=SCAN_COUNT))
             if stale:
                 connection.delete(*stale)
 
@@ -425,6 +427,6 @@ def test_iso_dates_in_an_iteration_are_read_as_bullmqs_worker_reads_them(bullmq_
         monkeypatch.undo()
         time.tzset()
         for name in (ours, theirs):
-            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern()))
+            stale = list(connection.scan_iter(match=QueueKeys(name).all_keys_pattern(), count=SCAN_COUNT))
             if stale:
                 connection.delete(*stale)

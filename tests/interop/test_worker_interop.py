@@ -22,6 +22,7 @@ from echomq.queue.queue import Queue
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
 
+from support.queue_keys import SCAN_COUNT
 from support.workers import Running, events, wait_until
 
 
@@ -257,5 +258,5 @@ def test_same_jobs_leave_the_same_events_and_hash_fields(bullmq_peer, connection
             assert _s(connection.hget(k.job("3"), "failedReason")) == "c failed"
     finally:
         for name in (theirs, ours):
-            for key in connection.scan_iter(match=QueueKeys(name).all_keys_pattern()):
+            for key in connection.scan_iter(match=QueueKeys(name).all_keys_pattern(), count=SCAN_COUNT):
                 connection.delete(key)

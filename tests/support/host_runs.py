@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from support.django_site import Server, wait_until
+from support.queue_keys import SCAN_COUNT
 
 
 def run_pytest(folder: Path, *args: str, drop: tuple[str, ...], **env: str) -> subprocess.CompletedProcess[str]:
@@ -43,7 +44,7 @@ def leaves_only_a_stranger(redis_url: str, tag: str, run: Callable[[str], subpro
     client.set(stranger, "not the tests'")
     try:
         suite_passes(run(prefix), passed)
-        assert sorted(key.decode() for key in client.scan_iter(match=f"{prefix}:*")) == [stranger]
+        assert sorted(key.decode() for key in client.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT)) == [stranger]
     finally:
         client.delete(stranger)
         client.close()

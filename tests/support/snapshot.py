@@ -14,6 +14,8 @@ import redis
 from echomq.protocol.codec import text
 from echomq.protocol.keys import QueueKeys
 
+from support.queue_keys import SCAN_COUNT
+
 
 def _value(client: redis.Redis, key: str, kind: str) -> Any:
     if kind == "string":
@@ -46,13 +48,14 @@ def save_queue(client: redis.Redis, queue_name: str, prefix: str = "emq") -> dic
     """Every key of the queue as DUMP has it, with its TTL (ms, -1 none): what a replica holds
     now, for :func:`rewind_queue` to play a failover that loses what comes after."""
     pattern = QueueKeys(queue_name, prefix).all_keys_pattern()
-    return {text(key): (client.dump(key), client.pttl(key)) for key in client.scan_iter(match=pattern)}
+    found = client.scan_iter(match=pattern, count=SCAN_COUNT)
+    return {text(key): (client.dump(key), client.pttl(key)) for key in found}
 
 
 def rewind_queue(client: redis.Redis, queue_name: str, saved: dict[str, tuple[bytes, int]],
                  prefix: str = "emq") -> None:
     """The queue as the promoted replica holds it: every write after :func:`save_queue` is lost."""
-    for key in list(client.scan_iter(match=QueueKeys(queue_name, prefix).all_keys_pattern())):
+    for key in list(client.scan_iter(match=QueueKeys(queue_name, prefix).all_keys_pattern(), count=SCAN_COUNT)):
         client.delete(key)
     for key, (dumped, ttl) in saved.items():
         client.restore(key, max(ttl, 0), dumped, replace=True)

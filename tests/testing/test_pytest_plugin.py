@@ -12,6 +12,7 @@ import uuid
 import pytest
 import redis
 
+from support.queue_keys import SCAN_COUNT
 from support.servers import free_port
 
 pytest_plugins = ["pytester"]
@@ -116,8 +117,9 @@ def test_a_real_redis_on_request_and_every_queue_the_test_wrote_cleaned(pytester
             result = pytester.runpytest_subprocess(*args, *(["--echomq-backend=real"] if how == "option" else []))
         result.assert_outcomes(passed=1)
         name = (pytester.path / "NAME").read_text()
-        assert list(neighbour.scan_iter(match=f"emq:{{{name}}}:*")) == []
-        assert sorted(key.decode() for key in neighbour.scan_iter(match=f"{app_prefix}:*")) == [next_door]
+        assert list(neighbour.scan_iter(match=f"emq:{{{name}}}:*", count=SCAN_COUNT)) == []
+        found = neighbour.scan_iter(match=f"{app_prefix}:*", count=SCAN_COUNT)
+        assert sorted(key.decode() for key in found) == [next_door]
         assert neighbour.get(stranger) == b"not the test's"
     finally:
         neighbour.delete(stranger, next_door)

@@ -10,6 +10,7 @@ from redis.cluster import RedisCluster
 
 from echomq import Queue
 
+from support.queue_keys import SCAN_COUNT
 from support.topologies import Cluster
 
 
@@ -30,5 +31,5 @@ def test_an_app_on_a_cluster_url_enqueues_and_runs_its_jobs(redis_cluster: Clust
         assert job.get_state() == "completed" and job.return_value["greeting"] == "Welcome"
     finally:
         echomq.state(app).registry.close()
-        for key in cluster_connection.scan_iter(match=f"{prefix}:*"):
+        for key in cluster_connection.scan_iter(match=f"{prefix}:*", count=SCAN_COUNT):
             cluster_connection.delete(key)

@@ -115,7 +115,7 @@ def test_wheel_installs_without_fakeredis_and_runs_on_a_real_redis(tmp_path: Pat
 def _delete_queue(url: str, queue_name: str) -> None:
     client = redis.Redis.from_url(url)
     try:
-        keys = list(client.scan_iter(match=f"emq:{{{queue_name}}}:*"))
+        keys = list(client.scan_iter(match=f"emq:{{{queue_name}}}:*", count=10_000))
         if keys:
             client.delete(*keys)
     finally:
