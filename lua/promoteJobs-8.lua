@@ -16,9 +16,10 @@
   Events: capped "waiting" (jobId, prev=delayed) per job, the earliest due first.
 ]]
 -- @include "requeueSetMembers"
+-- @include "isSafeInteger"
 local prefix = ARGV[1]
 local count = tonumber(ARGV[2])
-if not count or count < 1 then
+if not (isSafeInteger(count) and count >= 1) then
   return redis.error_reply("ERR promoteJobs: count must be an integer >= 1, got " .. tostring(ARGV[2]))
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "+inf", "LIMIT", 0, ARGV[2])

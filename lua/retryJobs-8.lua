@@ -17,13 +17,17 @@
   Events: capped "waiting" (jobId, prev=<state>) per job, oldest first.
 ]]
 -- @include "requeueSetMembers"
+-- @include "isSafeInteger"
 local prefix, state = ARGV[1], ARGV[2]
 local count = tonumber(ARGV[3])
 if state ~= "completed" and state ~= "failed" then
   return redis.error_reply("ERR retryJobs: state must be completed or failed, got " .. tostring(state))
 end
-if not count or count < 1 then
+if not (isSafeInteger(count) and count >= 1) then
   return redis.error_reply("ERR retryJobs: count must be an integer >= 1, got " .. tostring(ARGV[3]))
+end
+if not isSafeInteger(tonumber(ARGV[4])) then
+  return redis.error_reply("ERR retryJobs: timestamp must be an integer (ms), got " .. tostring(ARGV[4]))
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], 0, ARGV[4], "LIMIT", 0, ARGV[3])
 local q = {wait = KEYS[2], prioritized = KEYS[3], pc = KEYS[4], meta = KEYS[5], active = KEYS[6],

@@ -170,16 +170,19 @@ def test_bad_arguments_are_refused_before_anything_is_written(connection: redis.
     assert queue_snapshot(connection, queue_name) == before
 
 
-@pytest.mark.parametrize(("name", "args"), [
-    ("reprocessJob", ["{id}", "delayed", "0", "0"]),
-    ("retryJobs", ["{prefix}", "wait", "10", "9999999999999"]),
-    ("retryJobs", ["{prefix}", "failed", "0", "9999999999999"]),
-    ("retryJobs", ["{prefix}", "failed", "1.5", "9999999999999"]),
-    ("retryJobs", ["{prefix}", "failed", "10", "soon"]),
-    ("promoteJobs", ["{prefix}", "-1"]),
-], ids=["reprocess-state", "retry-state", "retry-count-0", "retry-count-float", "retry-ts", "promote-count"])
+@pytest.mark.parametrize(("name", "args", "message"), [
+    ("reprocessJob", ["{id}", "delayed", "0", "0"], "reprocessJob: state must be completed or failed, got delayed"),
+    ("retryJobs", ["{prefix}", "wait", "10", "9999999999999"], "state must be completed or failed, got wait"),
+    ("retryJobs", ["{prefix}", "failed", "0", "9999999999999"], "retryJobs: count must be an integer >= 1, got 0"),
+    ("retryJobs", ["{prefix}", "failed", "1.5", "9999999999999"], "retryJobs: count must be an integer >= 1, got 1.5"),
+    ("retryJobs", ["{prefix}", "failed", "10", "soon"], "retryJobs: timestamp must be an integer (ms), got soon"),
+    ("retryJobs", ["{prefix}", "failed", "10", "1e400"], "retryJobs: timestamp must be an integer (ms), got 1e400"),
+    ("promoteJobs", ["{prefix}", "-1"], "promoteJobs: count must be an integer >= 1, got -1"),
+    ("promoteJobs", ["{prefix}", "2.5"], "promoteJobs: count must be an integer >= 1, got 2.5"),
+], ids=["reprocess-state", "retry-state", "retry-count-0", "retry-count-float", "retry-ts", "retry-ts-inf",
+        "promote-count", "promote-count-float"])
 def test_the_scripts_refuse_bad_arguments_themselves_writing_nothing(connection: redis.Redis, queue_name: str,
-                                                                     name: str, args: list[str]) -> None:
+                                                                     name: str, args: list[str], message: str) -> None:
     k = QueueKeys(queue_name)
     queue = Queue(connection, queue_name)
     failed = queue.add("f").id
@@ -188,6 +191,7 @@ def test_the_scripts_refuse_bad_arguments_themselves_writing_nothing(connection:
     before = queue_snapshot(connection, queue_name)
     lua = script(name)
     keys = lua.keys_for(k, failed, finished="failed") if name != "promoteJobs" else lua.keys_for(k)
-    with pytest.raises(redis.ResponseError):
+    with pytest.raises(redis.ResponseError) as refused:
         run_script(connection, lua, keys, [a.format(id=failed, prefix=k.job_prefix) for a in args])
+    assert message in str(refused.value)
     assert queue_snapshot(connection, queue_name) == before

@@ -102,4 +102,11 @@ def test_finished_jobs_keep_the_events_stream_near_its_cap(connection: redis.Red
     queue.add_bulk([("x", n) for n in range(600)])
     with Running(Worker(connection, queue_name, lambda job: None)):
         assert wait_until(lambda: connection.zcard(QueueKeys(queue_name).completed) == 600, timeout=30)
-    assert connection.xlen(QueueKeys(queue_name).events) < 400  # 4 entries per job: 2,400 untrimmed
+    events = QueueKeys(queue_name).events
+    # 4 entries per job (2,400 untrimmed); never below the cap, above it by less than one stream
+    # node (stream-node-max-entries, 100 by default): seen 140 on Redis 7, 94 on fakeredis
+    assert 50 <= connection.xlen(events) < 50 + 100
+    # what is kept is the newest: the last finish is there, the first job's events are gone
+    kept = [fields for _, fields in connection.xrange(events)]
+    finished = [f[b"jobId"] for f in kept if f.get(b"event") == b"completed"]
+    assert b"600" in finished and b"1" not in [f.get(b"jobId") for f in kept]

@@ -197,9 +197,21 @@ def test_bad_patterns_name_field_and_reason(pattern: str, fragment: str) -> None
     assert repr(pattern) in str(caught.value) or not pattern.strip()
 
 
-@pytest.mark.parametrize("name", ["europe/berlin", "EUROPE/BERLIN", "utc", "GMT", "UTC+1", "utc-05:30", "US/Eastern"])
-def test_zone_names_are_read_like_luxon(name: str) -> None:
-    assert compile_schedule("0 9 * * *", name).next_after(0) is not None
+@pytest.mark.parametrize(("name", "nine_am"), [
+    ("europe/berlin", "2024-07-01T07:00:00+00:00"),  # names are read without regard to case
+    ("EUROPE/BERLIN", "2024-07-01T07:00:00+00:00"),
+    ("utc", "2024-07-01T09:00:00+00:00"),
+    ("GMT", "2024-07-01T09:00:00+00:00"),
+    ("UTC+1", "2024-07-01T08:00:00+00:00"),  # a fixed offset, east of Greenwich
+    ("utc-05:30", "2024-07-01T14:30:00+00:00"),
+    ("US/Eastern", "2024-07-01T13:00:00+00:00"),  # the old alias, on summer time (UTC-4)
+])
+def test_zone_names_are_read_like_luxon(name: str, nine_am: str) -> None:
+    # 9:00 on the wall clock of the zone the name means: each answer is the cron oracle's
+    # (BullMQ 6.7's luxon), asked at the same reference
+    got = compile_schedule("0 9 * * *", name).next_after(_ms("2024-07-01T00:00:00+00:00"))
+    assert got is not None
+    assert dt.datetime.fromtimestamp(got / 1000, UTC).isoformat() == nine_am
 
 
 @pytest.mark.parametrize("name", ["", "Mars/Olympus", "local", "system", "UTC+25", "+01:00", "Factory",
