@@ -48,7 +48,11 @@ def test_every_scheduler_fires_once_per_slot_without_gaps(connection: redis.Redi
     assert all(b - a == EVERY for a, b in itertools.pairwise(slots)), slots
     expected = WINDOW_S * 1000 / EVERY
     assert expected - 2 <= len(slots) <= expected + 1, len(slots)
-    assert all(0 <= started - slot < 100 for (_, started), slot in zip(ran, slots)), "an iteration ran late"
+    # Each iteration starts before the next slot is due: the delay marker wakes the fetcher at the
+    # slot (typically within 10 ms here; a fetcher that only polled would be drain_delay late).
+    # The bound is one period, not 100 ms: on two cores at a load of 8 a start came 100+ ms late.
+    lateness = [started - slot for (_, started), slot in zip(ran, slots)]
+    assert all(0 <= late < EVERY for late in lateness), f"an iteration ran late: {lateness}"
     # exactly one pending iteration is left, the next slot
     k = QueueKeys(queue_name)
     pending = [m.decode() if isinstance(m, bytes) else m for m in connection.zrange(k.delayed, 0, -1)]
