@@ -115,7 +115,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: Folders whose tests take seconds each (servers started, failed over, killed; subprocesses):
 #: run first, so that under pytest-xdist (``--dist worksteal``) the short tests fill the end of
 #: the run, where an idle worker steals them, instead of one finishing a failover test alone.
-LONG_RUNNING_FOLDERS = ("topology", "faults", "django", "flask", "security", "docs", "testing")
+LONG_RUNNING_FOLDERS = ("topology", "faults", "django", "flask", "security", "docs", "testing", "browser")
 
 
 def _start_early(item: pytest.Item) -> int:

@@ -56,12 +56,13 @@ class Dashboard:
 
     ``queues``: show exactly these (else every queue under ``prefix``, found with SCAN at most
     every ``discovery_ttl`` seconds). ``read_only`` hides every button and refuses every action
-    with 403. ``secret`` keys the action tokens (random per app when not given).
+    with 403. ``secret`` keys the action tokens (random per app when not given). ``poll_ms``:
+    how often an open page refreshes its counts and its job's state.
     """
 
     def __init__(self, connection: Connection, *, prefix: str = DEFAULT_PREFIX, queues: Sequence[str] | None = None,
                  read_only: bool = False, secret: bytes | None = None, discovery_ttl: float = 30.0,
-                 page_size: int = 25, label: str | None = None,
+                 page_size: int = 25, label: str | None = None, poll_ms: int = 3000,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         validate_prefix(prefix)
         for name in queues or ():
@@ -72,6 +73,9 @@ class Dashboard:
         self.prefix = prefix
         self.read_only = read_only
         self.page_size = page_size
+        if isinstance(poll_ms, bool) or not isinstance(poll_ms, int) or poll_ms < 100:
+            raise InvalidInputError(f"Dashboard: poll_ms={poll_ms!r} must be an int >= 100 (milliseconds)")
+        self.poll_ms = poll_ms
         self.label = label or _describe(connection)
         self._listed = tuple(queues) if queues else None
         self._ttl = discovery_ttl
@@ -138,7 +142,8 @@ class Dashboard:
         flash = self._flash.pop(session, None)
         html = self._env.get_template(template).render(
             url=request.url, token=self._tokens.token_for(session), read_only=self.read_only,
-            actions_for=self._actions_for, label=self.label, prefix=self.prefix, flash=flash, **context)
+            actions_for=self._actions_for, label=self.label, prefix=self.prefix, flash=flash,
+            poll_ms=self.poll_ms, **context)
         return Response(html, status)
 
     def _fragment(self, request: Request, session: str, template: str, **context: Any) -> Response:
