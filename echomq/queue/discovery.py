@@ -80,6 +80,14 @@ def list_queues(connection: Connection, prefix: str = DEFAULT_PREFIX, *,
             close_any(client)
 
 
+def queue_exists(connection: redis.Redis | RedisCluster, name: str, prefix: str = DEFAULT_PREFIX) -> bool:
+    """Whether queue ``name`` has a meta hash (what ``find_queues`` looks for), in one EXISTS:
+    how a page asked for one queue by name finds it without walking the keyspace."""
+    keys = QueueKeys(name, prefix)
+    with refusals("queue_exists", [keys.meta]):
+        return bool(connection.exists(keys.meta))
+
+
 def summarize_queues(connection: Connection, names: Sequence[str], prefix: str = DEFAULT_PREFIX) -> list[QueueSummary]:
     """``list_queues``' summaries of the queues ``names`` (in that order), without walking the
     keyspace: what a page that found its queues once (a dashboard caching ``find_queues``) reads

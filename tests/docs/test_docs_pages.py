@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
     "README.md",
     "docs/coming-from.md",
+    "docs/dashboard.md",
     "docs/cron.md",
     "docs/deployment.md",
     "docs/django.md",

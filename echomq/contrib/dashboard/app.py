@@ -81,6 +81,7 @@ class Dashboard:
         self._ttl = discovery_ttl
         self._monotonic = monotonic
         self._found: tuple[float, list[str]] | None = None
+        self._refreshing = False
         self._lock = threading.Lock()
         self._tokens = Tokens(secret)
         self._flash: OrderedDict[str, tuple[str, bool]] = OrderedDict()
@@ -168,23 +169,46 @@ class Dashboard:
                         headers=[("Cache-Control", "max-age=300")])
 
     # -- queues ---------------------------------------------------------------------------------
-    def queue_names(self, *, fresh: bool = False) -> list[str]:
-        """The queues shown: those given, else those the last SCAN found (walked again once
-        ``discovery_ttl`` has passed, or when ``fresh``)."""
+    def queue_names(self) -> list[str]:
+        """The queues shown: those given, else those the last SCAN found. Only the first call
+        waits for the SCAN; once ``discovery_ttl`` has passed, the next call starts a new one in
+        the background and answers with the list it has (a SCAN of a big keyspace takes
+        seconds: no page load waits for it but the first)."""
         if self._listed is not None:
             return list(self._listed)
         with self._lock:
-            now = self._monotonic()
-            if fresh or self._found is None or now - self._found[0] >= self._ttl:
-                self._found = (now, discovery.find_queues(self.client, self.prefix))
-            return list(self._found[1])
+            found = self._found
+            if found is None:
+                self._found = found = (self._monotonic(), discovery.find_queues(self.client, self.prefix))
+            elif not self._refreshing and self._monotonic() - found[0] >= self._ttl:
+                self._refreshing = True
+                threading.Thread(target=self._rediscover, name="echomq-dashboard-discovery", daemon=True).start()
+            return list(found[1])
+
+    def _rediscover(self) -> None:
+        try:
+            names = discovery.find_queues(self.client, self.prefix)
+        except (redis.RedisError, EchoMQError) as exc:  # the next page load tries again
+            log.warning("dashboard: finding the queues under prefix %r failed: %s", self.prefix, exc)
+            names = None
+        with self._lock:
+            if names is not None:
+                self._found = (self._monotonic(), names)
+            self._refreshing = False
 
     def _known_queue(self, request: Request) -> str:
+        """The queue the request names, if it is one shown here: listed, found by the last SCAN,
+        or (when no list was given) a queue whose meta hash exists now, remembered from then on."""
         name = request.query.get("q", "")
         validate_queue_name(name)
-        if name not in self.queue_names() and (self._listed is not None or name not in self.queue_names(fresh=True)):
-            raise NotFoundError(f"no queue {name!r} under prefix {self.prefix!r}")
-        return name
+        if name in self.queue_names():
+            return name
+        if self._listed is None and discovery.queue_exists(self.client, name, self.prefix):
+            with self._lock:
+                if self._found is not None and name not in self._found[1]:
+                    self._found = (self._found[0], sorted([*self._found[1], name]))
+            return name
+        raise NotFoundError(f"no queue {name!r} under prefix {self.prefix!r}")
 
     def _overview_rows(self) -> list[dict[str, Any]]:
         names = self.queue_names()
