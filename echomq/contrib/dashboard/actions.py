@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...cli.queue_ops import duration_ms
 from ...errors import InvalidInputError, InvalidStateError, JobNotFoundError
+from ...processes.arguments import duration_ms
 from ...protocol.states import CLEANABLE
 from ...queue import Queue
 

@@ -9,8 +9,6 @@ which polls server-rendered fragments into the parts of a page marked ``data-pol
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
 import threading
 import time
@@ -27,11 +25,11 @@ from ...errors import EchoMQError, InvalidInputError, NotFoundError, PermissionD
 from ...protocol.keys import DEFAULT_PREFIX, QueueKeys, names_queue_key, validate_prefix, validate_queue_name
 from ...protocol.states import COUNTED, canonical_state
 from ...queue import Job, Queue, admin, browse, discovery, edits, metrics
-from ...schedule import JobScheduler, calculate_next_millis
+from ...schedule import JobScheduler
 from ...transport.connection import Connection, open_connection
-from ...transport.urls import redact_url
 from .actions import ACTIONS, for_scope
 from .charts import throughput_svg
+from .formats import cut, describe, duration, next_runs, page_number, pretty, when
 from .http import Request, Response, StartResponse, redirect
 from .security import COOKIE_NAME, Tokens, session_cookie
 
@@ -42,10 +40,8 @@ USER_KEY = "echomq.dashboard.user"
 
 #: The states in the order the pages show them (``paused`` is the legacy list, shown when used).
 STATE_ORDER = ("waiting", "prioritized", "delayed", "active", "waiting-children", "completed", "failed", "paused")
-#: Where a text cell of a list is cut (the job page shows everything).
-CELL_WIDTH = 120
 #: Log lines a job page shows (the newest ones), minutes a chart spans, schedulers per page.
-LOG_LINES, CHART_MINUTES, SCHEDULERS_SHOWN, NEXT_RUNS = 100, 60, 50, 5
+LOG_LINES, CHART_MINUTES, SCHEDULERS_SHOWN = 100, 60, 50
 _STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 #: Messages kept for sessions between an action's redirect and the page that shows it.
 _FLASH_KEPT = 1000
@@ -76,7 +72,7 @@ class Dashboard:
         if isinstance(poll_ms, bool) or not isinstance(poll_ms, int) or poll_ms < 100:
             raise InvalidInputError(f"Dashboard: poll_ms={poll_ms!r} must be an int >= 100 (milliseconds)")
         self.poll_ms = poll_ms
-        self.label = label or _describe(connection)
+        self.label = label or describe(connection)
         self._listed = tuple(queues) if queues else None
         self._ttl = discovery_ttl
         self._monotonic = monotonic
@@ -88,7 +84,7 @@ class Dashboard:
         self._env = Environment(loader=PackageLoader("echomq.contrib.dashboard", "templates"),
                                 autoescape=select_autoescape(default=True, default_for_string=True),
                                 undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self._env.filters.update(when=_when, pretty=_pretty, cut=_cut, duration=_duration)
+        self._env.filters.update(when=when, pretty=pretty, cut=cut, duration=duration)
         self._static: dict[str, bytes] = {}
 
     # -- WSGI -----------------------------------------------------------------------------------
@@ -240,7 +236,7 @@ class Dashboard:
     def _queue(self, request: Request, session: str) -> Response:
         name = self._known_queue(request)
         state = self._list_state(request)
-        page = _page_number(request.query.get("page"))
+        page = page_number(request.query.get("page"))
         keys = QueueKeys(name, self.prefix)
         header = self._queue_state(name)
         total = header["summary"].counts.get(state, 0)
@@ -315,7 +311,7 @@ class Dashboard:
         scheduler = JobScheduler(self.client, name, prefix=self.prefix)
         records = scheduler.list(0, SCHEDULERS_SHOWN - 1, asc=True)
         outcomes = browse.recent_iterations(self.client, QueueKeys(name, self.prefix), [r.id for r in records])
-        rows = [{"record": r, "next_runs": _next_runs(r), "outcomes": outcomes.get(r.id, [])[:10]} for r in records]
+        rows = [{"record": r, "next_runs": next_runs(r), "outcomes": outcomes.get(r.id, [])[:10]} for r in records]
         return self._page(request, session, "schedulers.html", title=f"{name}: schedulers", name=name, rows=rows,
                           total=scheduler.count())
 
@@ -358,76 +354,3 @@ class Dashboard:
             log.info("dashboard: %s on queue %r %s by %s: %s", name, queue_name, target, who, message)
             self._set_flash(session, f"{action.label}: {message}")
         return redirect(back)
-
-
-def _describe(connection: Connection) -> str:
-    """Where the dashboard reads, without a password (a URL's is redacted; a client's never read)."""
-    if isinstance(connection, str):
-        return redact_url(connection)
-    kwargs = getattr(getattr(connection, "connection_pool", None), "connection_kwargs", {})
-    if "path" in kwargs:
-        return f"unix://{kwargs['path']}"
-    if "host" in kwargs:
-        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
-    return type(connection).__name__
-
-
-def _page_number(raw: str | None) -> int:
-    if raw is None or raw == "":
-        return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 10**9:
-        raise InvalidInputError(f"page {raw!r} must be a number from 1")
-    return int(raw)
-
-
-def _next_runs(record: Any) -> list[int]:
-    """The scheduler's next runs from its pending one (none past its end or its limit)."""
-    if record.next_millis is None:
-        return []
-    spec: dict[str, Any] = {"pattern": record.pattern, "tz": record.tz} if record.pattern else {"every": record.every}
-    if record.end_date is not None:
-        spec["end_date"] = record.end_date
-    left = NEXT_RUNS if record.limit is None else max(0, min(NEXT_RUNS, record.limit - (record.iteration_count or 0)))
-    runs = [record.next_millis][:left]
-    try:
-        while 0 < len(runs) < left:
-            following = calculate_next_millis({k: v for k, v in spec.items() if v is not None}, runs[-1])
-            if following is None:
-                break
-            runs.append(following)
-    except EchoMQError:  # a pattern only another runtime reads: its stored next run is still shown
-        pass
-    return runs
-
-
-def _when(ms: Any) -> str:
-    """Epoch ms as UTC (``2024-05-01 10:00:00.123Z``); ``-`` for none or no calendar date."""
-    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
-        return "-"
-    try:
-        moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
-    except OverflowError:
-        return "-"
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _duration(ms: Any) -> str:
-    if not isinstance(ms, int) or ms < 0:
-        return "-"
-    if ms < 1000:
-        return f"{ms} ms"
-    seconds = ms / 1000
-    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def _pretty(value: Any) -> str:
-    """A value as indented JSON text (escaped later by the template); too deep: a note."""
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (ValueError, RecursionError):
-        return "<too deeply nested to show>"
-
-
-def _cut(value: Any, width: int = CELL_WIDTH) -> str:
-    shown = value if isinstance(value, str) else _pretty(value).replace("\n", " ")
-    return shown if len(shown) <= width else shown[: width - 1] + "…"
