@@ -183,6 +183,7 @@ def test_every_answer_carries_the_csp_and_no_password(connection: redis.Redis, p
         assert answer.headers["X-Frame-Options"] == "DENY"
     unreachable = Client(url_app).get("/")
     assert unreachable.status_code == 503 and "hunter" not in unreachable.get_data(as_text=True)
+    url_app.close()
     assert client.get("/static/../app.py").status_code == 404
     assert client.get("/static/dashboard.js").headers["Content-Type"].startswith("text/javascript")
 

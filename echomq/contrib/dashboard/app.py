@@ -26,7 +26,7 @@ from ...protocol.keys import DEFAULT_PREFIX, QueueKeys, names_queue_key, validat
 from ...protocol.states import COUNTED, canonical_state
 from ...queue import Job, Queue, admin, browse, discovery, edits, metrics
 from ...schedule import JobScheduler
-from ...transport.connection import Connection, open_connection
+from ...transport.connection import Connection, close_any, open_connection
 from .actions import ACTIONS, for_scope
 from .charts import throughput_svg
 from .formats import cut, describe, duration, next_runs, page_number, pretty, when
@@ -66,6 +66,7 @@ class Dashboard:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 1000:
             raise InvalidInputError(f"Dashboard: page_size={page_size!r} must be an int from 1 to 1000")
         self.client: redis.Redis = open_connection(connection)  # type: ignore[assignment]
+        self._owns_client = isinstance(connection, str)
         self.prefix = prefix
         self.read_only = read_only
         self.page_size = page_size
@@ -86,6 +87,11 @@ class Dashboard:
                                 undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self._env.filters.update(when=when, pretty=pretty, cut=cut, duration=duration)
         self._static: dict[str, bytes] = {}
+
+    def close(self) -> None:
+        """Close the client when the dashboard made it from a URL (a client passed in stays open)."""
+        if self._owns_client:
+            close_any(self.client)
 
     # -- WSGI -----------------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -192,10 +198,11 @@ class Dashboard:
                 self._found = (self._monotonic(), names)
             self._refreshing = False
 
-    def _known_queue(self, request: Request) -> str:
-        """The queue the request names, if it is one shown here: listed, found by the last SCAN,
-        or (when no list was given) a queue whose meta hash exists now, remembered from then on."""
-        name = request.query.get("q", "")
+    def _known_queue(self, request: Request, name: str | None = None) -> str:
+        """The queue the request names (``q``, or ``name``), if it is one shown here: listed,
+        found by the last SCAN, or (when no list was given) one whose meta hash exists now,
+        remembered from then on."""
+        name = request.query.get("q", "") if name is None else name
         validate_queue_name(name)
         if name in self.queue_names():
             return name
@@ -332,8 +339,7 @@ class Dashboard:
         action = ACTIONS.get(name)
         if action is None:
             raise NotFoundError(f"no action {name!r}")
-        request.query["q"] = request.form.get("queue", "")
-        queue_name = self._known_queue(request)
+        queue_name = self._known_queue(request, request.form.get("queue", ""))
         back = request.form.get("next", "")
         if not back.startswith(request.script_name + "/") or back.startswith("//"):
             back = request.url("/queue", q=queue_name)
