@@ -15,7 +15,9 @@ request at a time, a new connection each:
 Target: p95 at most 300 ms for the overview and the list page. Printed as p50/p95 in ms and the
 ratio bull-board/EchoMQ. The discovery SCAN (once per 30 s, not per page) is timed on its own.
 
-Run: ``.venv/bin/python tests/bench/bench_dashboard.py`` (``make bench``). Needs node and
+Run: ``.venv/bin/python tests/bench/bench_dashboard.py`` (``make bench``); under
+``BENCH_SCALE=large`` give it a Redis of its own (``REDIS_URL``): 10^6 keys slow every SCAN
+of a shared one, other tests' included. Needs node and
 tests/interop/node_modules for bull-board (without them, EchoMQ's figures alone). Every queue
 is unique and deleted afterwards.
 """
