@@ -307,6 +307,21 @@ def sentinel_factory() -> Iterator[Callable[..., SentinelSetup]]:
         yield lambda **kwargs: stack.enter_context(SentinelSetup(**kwargs))
 
 
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium under Playwright, one per test session (tests/support/browser.py).
+
+    Playwright's sync API keeps an asyncio loop running in this thread while it lives, so
+    Django's guard against sync ORM calls from async code (SynchronousOnlyOperation) would take
+    every later Django test of this process for async code: the guard is off while the browser
+    lives (Playwright's and Django's documented remedy), and back on after."""
+    from support.browser import launched
+
+    with pytest.MonkeyPatch.context() as patch, launched() as chromium:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield chromium
+
+
 @pytest.fixture
 def queue_name(request: pytest.FixtureRequest) -> Iterator[str]:
     """A unique queue name; the queue's keys are deleted afterwards on the test's connection."""

@@ -1,4 +1,4 @@
-"""The dashboard in a real browser: one Chromium per test session (support/browser.py), one
+"""The dashboard in a real browser: one Chromium per test session (``browser``, tests/conftest.py), one
 dashboard served per session on the real Redis under a prefix of the session's own, and the
 same one read-only."""
 
@@ -13,14 +13,8 @@ import redis
 
 from echomq.contrib.dashboard import Dashboard
 
-from support.browser import launched, served
+from support.browser import served
 from support.prefixes import delete_prefix
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    with launched() as chromium:
-        yield chromium
 
 
 @pytest.fixture(scope="session")

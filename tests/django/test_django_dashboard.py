@@ -77,3 +77,26 @@ def test_a_permission_setting_and_read_only(orders: Queue, settings: Any) -> Non
     settings.ECHOMQ_DASHBOARD = {"READONLY": True}
     with pytest.raises(Exception, match="ECHOMQ_DASHBOARD must be a dict with keys among PERMISSION, READ_ONLY"):
         allowed.get("/echomq/")
+
+
+@pytest.mark.parametrize("server_url", ["real"], indirect=True)  # the browser adds nothing a backend changes
+@pytest.mark.django_db(transaction=True)
+def test_the_staff_gate_in_the_browser(browser: Any, live_server: Any, orders: Queue) -> None:
+    """Signed in as a customer, Chromium gets 403; as staff, the overview, then a pause."""
+    users = {"customer": User.objects.create_user("customer", password="x"),
+             "ops": User.objects.create_user("ops", password="x", is_staff=True)}
+    for name, status in (("customer", 403), ("ops", 200)):
+        signed_in = Client()
+        signed_in.force_login(users[name])
+        context = browser.new_context()
+        context.add_cookies([{"name": "sessionid", "value": signed_in.cookies["sessionid"].value,
+                              "url": live_server.url}])
+        page = context.new_page()
+        assert page.goto(f"{live_server.url}/echomq/").status == status
+        if name == "ops":
+            page.get_by_role("link", name="orders", exact=True).click()
+            page.locator("button[data-action=pause]").click()
+            page.locator(".flash").wait_for()
+            assert "Pause: queue paused" in page.locator(".flash").inner_text()
+        context.close()
+    assert orders.is_paused()

@@ -44,6 +44,7 @@ DATABASES = {
     },
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+STATIC_URL = "/static/"  # the live server's static handler wants one (the dashboard serves its own files)
 USE_TZ = True
 TIME_ZONE = "UTC"
 

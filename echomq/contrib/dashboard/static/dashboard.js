@@ -5,13 +5,19 @@
   "use strict";
   var PERIOD_MS = 3000;
 
+  function inUse(element) {
+    // a form control the user has focused (about to click, typing in) is never swapped away
+    var focused = document.activeElement;
+    return focused !== null && focused !== document.body && element.contains(focused);
+  }
+
   function refresh(element) {
-    if (element.dataset.busy === "1") { return; }
+    if (element.dataset.busy === "1" || inUse(element)) { return; }
     element.dataset.busy = "1";
     fetch(element.dataset.poll, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (answer) { return answer.ok ? answer.text() : null; })
       .then(function (html) {
-        if (html !== null && html !== element.dataset.last) {
+        if (html !== null && html !== element.dataset.last && !inUse(element)) {
           element.innerHTML = html;
           element.dataset.last = html;
           element.dispatchEvent(new CustomEvent("echomq:refreshed", { bubbles: true }));
