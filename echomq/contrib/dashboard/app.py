@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -42,6 +42,7 @@ USER_KEY = "echomq.dashboard.user"
 STATE_ORDER = ("waiting", "prioritized", "delayed", "active", "waiting-children", "completed", "failed", "paused")
 #: Log lines a job page shows (the newest ones), minutes a chart spans, schedulers per page.
 LOG_LINES, CHART_MINUTES, SCHEDULERS_SHOWN = 100, 60, 50
+_STATIC_DIR = Path(__file__).resolve().parent / "static"
 _STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 #: Messages kept for sessions between an action's redirect and the page that shows it.
 _FLASH_KEPT = 1000
@@ -164,7 +165,7 @@ class Dashboard:
             raise NotFoundError(f"no file {name!r}")
         if name not in self._static:
             try:
-                self._static[name] = (resources.files(__package__) / "static" / name).read_bytes()
+                self._static[name] = (_STATIC_DIR / name).read_bytes()
             except (FileNotFoundError, IsADirectoryError):
                 raise NotFoundError(f"no file {name!r}") from None
         return Response(self._static[name], content_type=_STATIC_TYPES[suffix],
