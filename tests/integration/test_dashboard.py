@@ -213,9 +213,11 @@ def test_an_action_needs_the_token_of_its_own_session(connection: redis.Redis, p
     assert "dashboard: pause on queue 'orders'  by alice: queue paused" in caplog.text
     shown = alice.get("/queue?q=orders").get_data(as_text=True)
     assert "Pause: queue paused" in shown and 'data-action="resume"' in shown
-    # next= elsewhere is not followed
-    away = alice.post("/action/resume", data={"queue": "orders", "csrf": alice_token, "next": "//evil.example/"})
-    assert away.headers["Location"] == "/queue?q=orders" and not queue.is_paused()
+    # next= elsewhere (another host, however spelled; a header's end) is not followed
+    for elsewhere in ("//evil.example/", "/\\evil.example/", "https://evil.example/", "/queue?q=x\r\nSet-Cookie: a=b"):
+        away = alice.post("/action/resume", data={"queue": "orders", "csrf": alice_token, "next": elsewhere})
+        assert away.headers["Location"] == "/queue?q=orders", elsewhere
+    assert not queue.is_paused()
 
 
 def test_retry_promote_remove_clean_drain(connection: redis.Redis, prefix: str) -> None:

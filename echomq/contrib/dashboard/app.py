@@ -342,7 +342,7 @@ class Dashboard:
             raise NotFoundError(f"no action {name!r}")
         queue_name = self._known_queue(request, request.form.get("queue", ""))
         back = request.form.get("next", "")
-        if not back.startswith(request.script_name + "/") or back.startswith("//"):
+        if not _own_path(back, request.script_name):
             back = request.url("/queue", q=queue_name)
         if action.destructive and request.form.get("confirm") != "yes":
             fields = {k: v for k, v in request.form.items() if k not in ("csrf", "confirm")}
@@ -361,3 +361,11 @@ class Dashboard:
             log.info("dashboard: %s on queue %r %s by %s: %s", name, queue_name, target, who, message)
             self._set_flash(session, f"{action.label}: {message}")
         return redirect(back)
+
+
+def _own_path(path: str, script_name: str) -> bool:
+    """Whether ``path`` is a page of this dashboard to send the browser back to: under its mount,
+    never another host (``//host``, ``/\\host``, which browsers read as ``//host``) and nothing
+    that could end the Location header (a control character)."""
+    return (path.startswith(script_name + "/") and not path.startswith("//") and "\\" not in path
+            and all(" " < char != "\x7f" for char in path))
