@@ -259,6 +259,10 @@ def test_retry_promote_remove_clean_drain(connection: redis.Redis, prefix: str) 
     assert queue.get_job_counts("waiting")["waiting"] == 1
     assert "removed 1 job waiting" in post("drain", confirm="yes").get_data(as_text=True)
     assert queue.get_job_counts("waiting")["waiting"] == 0
+    queue.add("w", {}), queue.add("d", {}, delay=600_000)
+    assert "(delayed ones too)" in post("drain", delayed="1").get_data(as_text=True)
+    assert "removed 2 jobs waiting and delayed" in post("drain", delayed="1", confirm="yes").get_data(as_text=True)
+    assert queue.get_job_counts("waiting", "delayed") == {"waiting": 0, "delayed": 0}
 
 
 def test_read_only_shows_no_button_and_refuses_every_action(connection: redis.Redis, prefix: str) -> None:

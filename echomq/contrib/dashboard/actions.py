@@ -26,11 +26,13 @@ BULK_BATCH = 100
 
 @dataclass(frozen=True)
 class Input:
-    """A field the user fills in before the action runs (the clean action's age)."""
+    """A field the user fills in before the action runs (the clean action's age): a text field,
+    or with ``checkbox`` a box that sends ``default`` when ticked (drain's "delayed too")."""
 
     name: str
     label: str
     default: str
+    checkbox: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ def _resume(queue: Queue, fields: Mapping[str, str]) -> str:
 
 
 def _drain(queue: Queue, fields: Mapping[str, str]) -> str:
-    return f"removed {_plural(queue.drain(include_delayed=fields.get('delayed') == '1'))} waiting"
+    delayed = fields.get("delayed") == "1"
+    return f"removed {_plural(queue.drain(include_delayed=delayed))} waiting{' and delayed' if delayed else ''}"
 
 
 def _in(*states: str) -> Callable[[Mapping[str, Any]], bool]:
@@ -130,7 +133,8 @@ ACTIONS: dict[str, Action] = {
                     inputs=(Input("grace", "older than", "1h"),)),
     "pause": Action("Pause", "queue", _pause, shown=lambda context: not context.get("paused")),
     "resume": Action("Resume", "queue", _resume, shown=lambda context: bool(context.get("paused"))),
-    "drain": Action("Drain", "queue", _drain, destructive=True),
+    "drain": Action("Drain", "queue", _drain, destructive=True,
+                    inputs=(Input("delayed", "delayed too", "1", checkbox=True),)),
 }
 
 
