@@ -58,6 +58,8 @@ def seed(client: redis.Redis, prefix: str) -> str:
     scheduler.upsert("heartbeat", {"every": 300_000}, "heartbeat")
     mail.pause()
     reports.add("adhoc", {"kind": "weekly"})
+    with Running(Worker(client, "reports", lambda job: {"rows": 120}, prefix=prefix)):
+        wait_until(lambda: reports.get_job_counts("completed")["completed"] >= 2, timeout=30)
     return orders.get_jobs("failed", 0, 0)[0].id
 
 
