@@ -65,6 +65,7 @@ CLUSTER_MODULES = frozenset({
     "test_stored_options", "test_untrusted_data", "test_wait_until_finished", "test_worker",
     "test_worker_burst", "test_worker_hardening", "test_worker_listeners", "test_worker_log_lines",
     "test_worker_routing", "test_worker_scheduler", "test_whole_writes", "test_host_sync", "test_host_keeper",
+    "test_dashboard",
 })
 
 #: Tests of those modules that stay on real and fake only, and why: what they do with the test's
