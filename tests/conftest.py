@@ -65,6 +65,7 @@ CLUSTER_MODULES = frozenset({
     "test_stored_options", "test_untrusted_data", "test_wait_until_finished", "test_worker",
     "test_worker_burst", "test_worker_hardening", "test_worker_listeners", "test_worker_log_lines",
     "test_worker_routing", "test_worker_scheduler", "test_whole_writes", "test_host_sync", "test_host_keeper",
+    "test_dashboard",
 })
 
 #: Tests of those modules that stay on real and fake only, and why: what they do with the test's
@@ -115,7 +116,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: Folders whose tests take seconds each (servers started, failed over, killed; subprocesses):
 #: run first, so that under pytest-xdist (``--dist worksteal``) the short tests fill the end of
 #: the run, where an idle worker steals them, instead of one finishing a failover test alone.
-LONG_RUNNING_FOLDERS = ("topology", "faults", "django", "flask", "security", "docs", "testing")
+LONG_RUNNING_FOLDERS = ("topology", "faults", "django", "flask", "security", "docs", "testing", "browser")
 
 
 def _start_early(item: pytest.Item) -> int:
@@ -305,6 +306,21 @@ def sentinel_factory() -> Iterator[Callable[..., SentinelSetup]]:
     _require_topology_binaries()
     with contextlib.ExitStack() as stack:
         yield lambda **kwargs: stack.enter_context(SentinelSetup(**kwargs))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium under Playwright, one per test session (tests/support/browser.py).
+
+    Playwright's sync API keeps an asyncio loop running in this thread while it lives, so
+    Django's guard against sync ORM calls from async code (SynchronousOnlyOperation) would take
+    every later Django test of this process for async code: the guard is off while the browser
+    lives (Playwright's and Django's documented remedy), and back on after."""
+    from support.browser import launched
+
+    with pytest.MonkeyPatch.context() as patch, launched() as chromium:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield chromium
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from ..transport.connection import redact_url
 
 # Subcommand modules under echomq/cli/, each exposing register(subparsers), in --help order.
 COMMAND_MODULES: tuple[str, ...] = ("worker", "next_runs", "schedulers", "events", "queues", "queue_ops", "jobs",
-                                     "metrics", "demo")
+                                     "metrics", "dashboard", "demo")
 
 
 class Parser(argparse.ArgumentParser):
@@ -43,9 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Imported by name: EchoMQ never imports a module that a string names.
-    from . import demo, events, jobs, metrics, next_runs, queue_ops, queues, schedulers, worker
+    from . import dashboard, demo, events, jobs, metrics, next_runs, queue_ops, queues, schedulers, worker
     modules = {"next_runs": next_runs, "schedulers": schedulers, "events": events, "queues": queues,
-               "queue_ops": queue_ops, "jobs": jobs, "metrics": metrics, "demo": demo, "worker": worker}
+               "queue_ops": queue_ops, "jobs": jobs, "metrics": metrics, "demo": demo, "worker": worker,
+               "dashboard": dashboard}
     for name in COMMAND_MODULES:
         modules[name].register(subparsers)
     return parser

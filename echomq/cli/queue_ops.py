@@ -11,33 +11,17 @@ mistyped name must not look like a quiet queue, nor be created by ``pause``.
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ..errors import InvalidInputError, InvalidStateError, NotFoundError, PermissionDeniedError
+from ..processes.arguments import duration_ms
 from ..protocol.keys import SUFFIXES
 from ..protocol.states import CLEANABLE, COUNTED, canonical_state
 from ..queue import Queue
 from .options import add_queue_options, non_negative_int, open_client
 from .output import cell, write_fields, write_json, write_table
-
-#: Milliseconds per unit of a ``--grace`` duration (``ms`` before ``m`` and ``s`` in the pattern).
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
-
-
-def duration_ms(text: str) -> int:
-    """An argparse ``type=``: milliseconds given as a bare number, or as ``30s``, ``5m``, ``1h``,
-    ``2d`` (parts add up: ``1h30m``)."""
-    spec = text.strip()
-    if spec.isdigit():
-        return int(spec)
-    parts = _DURATION_PART.findall(spec)
-    if not parts or "".join(number + unit for number, unit in parts) != spec:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: milliseconds, or e.g. 30s, 5m, 1h, 2d, 1h30m")
-    return sum(int(number) * _UNIT_MS[unit] for number, unit in parts)
 
 
 def cleanable_state(text: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import string
 from collections.abc import Callable
@@ -174,3 +175,21 @@ def add_worker_arguments(parser: argparse.ArgumentParser, *, app_option: bool = 
     parser.add_argument("--burst", action="store_true", help="exit 0 once every queue is idle")
     parser.add_argument("--log-level", type=str.upper, choices=LEVELS, default="INFO", help="default: %(default)s")
     parser.add_argument("--log-format", choices=FORMATS, default="text", help="default: %(default)s")
+
+
+#: Milliseconds per unit of a duration (`echomq queue clean --grace`, the dashboard's clean; ``ms`` before
+#: ``m`` and ``s`` in the pattern).
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+
+
+def duration_ms(text: str) -> int:
+    """An argparse ``type=``: milliseconds given as a bare number, or as ``30s``, ``5m``, ``1h``,
+    ``2d`` (parts add up: ``1h30m``)."""
+    spec = text.strip()
+    if spec.isdigit():
+        return int(spec)
+    parts = _DURATION_PART.findall(spec)
+    if not parts or "".join(number + unit for number, unit in parts) != spec:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: milliseconds, or e.g. 30s, 5m, 1h, 2d, 1h30m")
+    return sum(int(number) * _UNIT_MS[unit] for number, unit in parts)

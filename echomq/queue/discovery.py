@@ -74,14 +74,40 @@ def list_queues(connection: Connection, prefix: str = DEFAULT_PREFIX, *,
     _check(prefix, scan_count)
     client = open_connection(connection)
     try:
-        all_keys = [QueueKeys(name, prefix) for name in _names(client, prefix, scan_count)]
-        reads = [command for keys in all_keys for command in summary_reads(keys)]
-        with refusals("list_queues", [all_keys[0].meta] if all_keys else []):
-            replies = run_commands(client, reads)
-        workers = _worker_counts(client, all_keys)
+        return _summaries(client, _names(client, prefix, scan_count), prefix, "list_queues")
     finally:
         if isinstance(connection, str):
             close_any(client)
+
+
+def queue_exists(connection: redis.Redis | RedisCluster, name: str, prefix: str = DEFAULT_PREFIX) -> bool:
+    """Whether queue ``name`` has a meta hash (what ``find_queues`` looks for), in one EXISTS:
+    how a page asked for one queue by name finds it without walking the keyspace."""
+    keys = QueueKeys(name, prefix)
+    with refusals("queue_exists", [keys.meta]):
+        return bool(connection.exists(keys.meta))
+
+
+def summarize_queues(connection: Connection, names: Sequence[str], prefix: str = DEFAULT_PREFIX) -> list[QueueSummary]:
+    """``list_queues``' summaries of the queues ``names`` (in that order), without walking the
+    keyspace: what a page that found its queues once (a dashboard caching ``find_queues``) reads
+    on every load. A name with no key at all is summarised as an empty queue."""
+    validate_prefix(prefix)
+    client = open_connection(connection)
+    try:
+        return _summaries(client, list(names), prefix, "summarize_queues")
+    finally:
+        if isinstance(connection, str):
+            close_any(client)
+
+
+def _summaries(client: redis.Redis | RedisCluster, names: Sequence[str], prefix: str,
+               operation: str) -> list[QueueSummary]:
+    all_keys = [QueueKeys(name, prefix) for name in names]
+    reads = [command for keys in all_keys for command in summary_reads(keys)]
+    with refusals(operation, [all_keys[0].meta] if all_keys else []):
+        replies = run_commands(client, reads)
+    workers = _worker_counts(client, all_keys)
     per_queue = len(reads) // len(all_keys) if all_keys else 0
     return [_summary(keys, replies[i * per_queue:(i + 1) * per_queue], workers)
             for i, keys in enumerate(all_keys)]

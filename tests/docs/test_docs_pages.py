@@ -23,6 +23,7 @@ PAGES = [
     "README.md",
     "docs/coming-from.md",
     "docs/coverage.md",
+    "docs/dashboard.md",
     "docs/cron.md",
     "docs/deployment.md",
     "docs/django.md",

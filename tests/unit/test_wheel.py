@@ -64,6 +64,9 @@ def test_wheel_installs_without_fakeredis_and_runs_on_a_real_redis(tmp_path: Pat
     [wheel] = list(dist.glob("echomq-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         shipped_modules = sorted(n for n in archive.namelist() if n.startswith("echomq/") and n.endswith(".py"))
+        shipped_files = set(archive.namelist())
+    assert {"echomq/contrib/dashboard/templates/base.html", "echomq/contrib/dashboard/static/dashboard.js",
+            "echomq/contrib/dashboard/static/dashboard.css"} <= shipped_files
     assert shipped_modules == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "echomq").rglob("*.py"))
 
     env_dir = tmp_path / "venv"
@@ -102,6 +105,11 @@ def test_wheel_installs_without_fakeredis_and_runs_on_a_real_redis(tmp_path: Pat
                           env=clean_env, check=False, timeout=60)
     assert (demo.returncode, demo.stdout) == (2, ""), demo
     assert demo.stderr.count("\n") == 1 and "pip install 'echomq[testing]'" in demo.stderr, demo.stderr
+
+    dashboard = subprocess.run([str(echomq_command), "dashboard"], capture_output=True, text=True, cwd=tmp_path,
+                               env=clean_env, check=False, timeout=60)
+    assert (dashboard.returncode, dashboard.stdout) == (2, ""), dashboard
+    assert "pip install 'echomq[dashboard]'" in dashboard.stderr
 
     # echomq.testing's fakeredis fixture says the same, as a failed test (not an error of the run).
     subprocess.run([str(python), "-m", "pip", "install", "-q", "pytest"], check=True, cwd=tmp_path)

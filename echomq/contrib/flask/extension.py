@@ -163,6 +163,18 @@ class EchoMQ:
         """The current app's Queue ``name``, for what the registry does not cover (``add_bulk`` ...)."""
         return self.registry.queue(name)
 
+    # -- dashboard ----------------------------------------------------------------------------
+    def init_dashboard(self, app: flask.Flask, *, authorize: Callable[[flask.Request], Any],
+                       url_prefix: str = "/echomq", read_only: bool | None = None) -> flask.Blueprint:
+        """Serve the dashboard (docs/dashboard.md) at ``url_prefix`` of ``app``, on its EchoMQ
+        connection; ``authorize(request)`` decides each request (falsy: 403; a str: the user's
+        name in the action log). ``read_only`` (default ``ECHOMQ_DASHBOARD_READ_ONLY``)."""
+        from .dashboard import dashboard_blueprint
+
+        blueprint = dashboard_blueprint(self.state(app), authorize, read_only)
+        app.register_blueprint(blueprint, url_prefix=url_prefix)
+        return blueprint
+
     # -- events -------------------------------------------------------------------------------
     def on_event(self, queue: str) -> Callable[[F], F]:
         """Decorator: subscribe ``fn(event_type, event_data)`` to the events of ``queue``."""

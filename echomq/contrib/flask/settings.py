@@ -41,6 +41,7 @@ SETTINGS: dict[str, str] = {
     "ECHOMQ_WORKER_NAME": "the name `flask echomq worker` gives its workers (echomq workers, bull-board)",
     "ECHOMQ_TEST_CONNECTION": "with app.testing: 'fake' (default: a fresh fakeredis per test), None (the normal "
                               "connection), or a URL, a client or a function returning one",
+    "ECHOMQ_DASHBOARD_READ_ONLY": "True: the dashboard of `init_dashboard` shows no button and refuses every action",
     "ECHOMQ_SCHEDULES_CHECK_INTERVAL": "seconds between the worker's checks for lost declared schedules (default 30; "
                                        "0 turns it off)",
 }

@@ -23,10 +23,16 @@ ALLOWED_HOSTS = ["*"]
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
+    # for the dashboard's staff gate (tests/django/test_django_dashboard.py)
+    "django.contrib.auth",
+    "django.contrib.sessions",
     "echomq.contrib.django",
     "echoshop",
 ]
-MIDDLEWARE: list[str] = []
+MIDDLEWARE: list[str] = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
 ROOT_URLCONF = "djsite.urls"
 WSGI_APPLICATION = "djsite.wsgi.application"
 
@@ -38,6 +44,7 @@ DATABASES = {
     },
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+STATIC_URL = "/static/"  # the live server's static handler wants one (the dashboard serves its own files)
 USE_TZ = True
 TIME_ZONE = "UTC"
 
