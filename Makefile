@@ -43,7 +43,11 @@ COVERAGE ?=
 COVERAGE_FLOOR ?= 93
 COVERAGE_ARGS = $(if $(COVERAGE),--cov=echomq --cov-report=term --cov-report=html --cov-fail-under=$(COVERAGE_FLOOR))
 
+# The dashboard's browser tests drive Debian's Chromium (/usr/bin/chromium): installed here, once,
+# before the pytest processes start (four of them racing for apt's lock would fail); a direct
+# pytest run installs it from the browser fixture the same way (tests/support/browser.py).
 test: $(STAMP)
+	$(PY) -c "import sys; sys.path.insert(0, 'tests'); from support.browser import ensure_chromium; ensure_chromium()"
 	$(if $(COVERAGE),rm -rf build/coverage && mkdir -p build/coverage)
 	$(PY) -m pytest -m "not interop" -n $(TEST_WORKERS) --dist worksteal $(COVERAGE_ARGS) $(PYTEST_ARGS)
 
