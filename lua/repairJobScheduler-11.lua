@@ -40,8 +40,9 @@
 
   Output:
     {jobId, delay}  the iteration placed
-    0               nothing to repair any more (the scheduler moved on, is gone, has its
-                    pending iteration, or its next slot is past endDate): nothing written
+    0               nothing to repair any more (the scheduler moved on, is gone, is paused
+                    (§4.6), has its pending iteration, or its next slot is past endDate):
+                    nothing written
     error           "ERR repairJobScheduler: ..." for arguments out of their range: nothing
                     written
 
@@ -90,6 +91,9 @@ if not current or toIntString(tonumber(current)) ~= ARGV[2] then
   return 0
 end
 current = tonumber(current)
+if tonumber(redis.call("ZSCORE", prefix .. "schedulers:paused", schedulerId)) == current then
+  return 0
+end
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 if redis.call("HEXISTS", schedulerKey, "ic") == 0 then
   return 0

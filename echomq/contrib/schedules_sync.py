@@ -42,8 +42,9 @@ from ..errors import EchoMQError, InvalidInputError, InvalidScheduleError
 from ..protocol.codec import encode_json
 from ..protocol.keys import QueueKeys, iteration_job_id, validate_prefix, validate_queue_name
 from ..protocol.options import dumps_json, validate_job_name
+from ..schedule.arguments import validate_scheduler_id
 from ..schedule.records import SchedulerRecord
-from ..schedule.scheduler import JobScheduler, validate_scheduler_id
+from ..schedule.scheduler import JobScheduler
 from ..schedule.spec import KNOWN_OPTIONS, RepeatSpec
 from ..transport.connection import Connection, Connections
 from ..types import Clock

@@ -180,7 +180,7 @@ class SchedulerRepair:
         mode = "same" if missing and score > now_ms else "next"
         try:
             if missing:
-                step = plan_next(self._opts_from_hash(scheduler, score), sid, now_ms, base_count=ic,
+                step = plan_next(self.opts_from_hash(scheduler, score), sid, now_ms, base_count=ic,
                                  same_slot=score if mode == "same" else None)
             else:
                 previous = job_hash.stored_opts({"opts": state[3] or ""})
@@ -192,7 +192,7 @@ class SchedulerRepair:
         return None if step is None else RepairPlan(sid, score, mode, step, why)
 
     @staticmethod
-    def _opts_from_hash(scheduler: dict[str, str], score: int) -> dict[str, Any]:
+    def opts_from_hash(scheduler: dict[str, str], score: int) -> dict[str, Any]:
         """An iteration's opts rebuilt from the scheduler hash, for a lost iteration: the
         template, and ``repeat`` from the hash's fields (docs/protocol.md §4.1)."""
         try:
