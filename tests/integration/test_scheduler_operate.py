@@ -340,3 +340,27 @@ def test_history_reads_the_iterations_newest_first(connection, queue_name):
     assert all(r.start is not None and r.finish is not None and r.duration == r.finish - r.start for r in finished)
     assert all(r.slot <= r.start for r in finished)  # type: ignore[operator]
     assert sched.history("tick", limit=1) == runs[:1]
+
+
+@pytest.mark.parametrize(("policy", "grace", "runs"),
+                         [("run_once", None, 1), ("skip", MIN, 0), ("run_all", 6 * HOUR, 7)])
+def test_six_hours_paused_across_berlins_spring_forward(connection, queue_name, policy, grace, runs):
+    """Paused at 23:30Z on 2024-03-30 (slot 00:00 CET), resumed six hours after the slot:
+    02:00 local does not exist that night, and every real hour still has its :00 run."""
+    clock = Clock(1711841400000)  # 2024-03-30T23:30:00Z
+    sched = JobScheduler(connection, queue_name, clock=clock)
+    it = sched.upsert("berlin", {"pattern": "0 * * * *", "tz": "Europe/Berlin"}, misfire=policy,
+                      misfire_grace_ms=grace)
+    assert it is not None and it.due_ms == 1711843200000  # 2024-03-31T00:00Z = 01:00 CET
+    sched.pause("berlin")
+    clock.now = it.due_ms + 6 * HOUR  # exactly the grace late for run_all: the edge runs
+    assert sched.resume("berlin") is True
+    due = ids(connection.lrange(sched.keys.wait, 0, -1))[::-1]
+    assert len(due) == runs, due
+    if runs:
+        assert due[0] == it.job_id
+    nxt = it.due_ms + 7 * HOUR if policy != "run_once" else None
+    if nxt is not None:
+        assert connection.zscore(sched.keys.repeat, "berlin") == nxt, "the next run is the first slot after now"
+    else:  # the parked one runs once; when a worker takes it, the step places the next slot
+        assert sched.step(it.job_id, now_ms=clock.now + 1).next.due_ms == it.due_ms + 7 * HOUR  # type: ignore[union-attr]
