@@ -345,7 +345,7 @@ def test_history_reads_the_iterations_newest_first(connection, queue_name):
 @pytest.mark.parametrize(("policy", "grace", "runs"),
                          [("run_once", None, 1), ("skip", MIN, 0), ("run_all", 6 * HOUR, 7)])
 def test_six_hours_paused_across_berlins_spring_forward(connection, queue_name, policy, grace, runs):
-    """Paused at 23:30Z on 2024-03-30 (slot 00:00 CET), resumed six hours after the slot:
+    """Paused at 23:30Z on 2024-03-30 (slot 00:00Z, 01:00 CET), resumed six hours after the slot:
     02:00 local does not exist that night, and every real hour still has its :00 run."""
     clock = Clock(1711841400000)  # 2024-03-30T23:30:00Z
     sched = JobScheduler(connection, queue_name, clock=clock)
