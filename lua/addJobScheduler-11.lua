@@ -34,6 +34,8 @@
     ARGV[7]  now (ms)
     ARGV[8]  key prefix "<prefix>:{<queue>}:"
     ARGV[9]  producer job key or "" (unused since BullMQ 6: no nrjid)
+    ARGV[10] EchoMQ's own, optional: "1" to pause the scheduler in the same step (its new
+             iteration parked, §4.6)
 
   Output:
     {jobId, delay}  the iteration created (delay in ms, 0 when it went to wait/prioritized)
@@ -122,6 +124,7 @@ end
 local parkedSet = prefix .. "schedulers:paused"
 local parkedScore = redis.call("ZSCORE", parkedSet, schedulerId)
 local paused = prevMillis ~= nil and parkedScore ~= false and tonumber(parkedScore) == prevMillis
+local pausing = ARGV[10] == "1"
 if paused and not pendingAt and redis.call("EXISTS", prefix .. pendingId) == 1
     and redis.call("HEXISTS", prefix .. pendingId, "processedOn") == 0 then
   pendingAt = "parked"
@@ -189,7 +192,8 @@ if parkedScore and not paused then
     removeJobKeys(prefix .. staleId)
   end
   redis.call("ZREM", parkedSet, schedulerId)
-elseif paused then
+end
+if paused or pausing then
   redis.call("ZADD", parkedSet, toIntString(nextMillis), schedulerId)
 end
 
@@ -197,5 +201,5 @@ storeJobScheduler(q.repeatKey, schedulerKey, schedulerId, nextMillis, sched, off
 redis.call("INCR", q.id)
 
 local delay = placeJobSchedulerIteration(q, prefix, schedulerId, jobId, nextMillis, jobOpts, sched["name"],
-  templateData, ARGV[7], maxEvents, paused)
+  templateData, ARGV[7], maxEvents, paused or pausing)
 return {jobId, delay}

@@ -126,6 +126,7 @@ class JobScheduler(ScheduleOperations):
         *,
         misfire: str | None = None,
         misfire_grace_ms: int | None = None,
+        paused: bool = False,
     ) -> Iteration | None:
         """Create the scheduler or replace it, and place its pending iteration.
 
@@ -136,14 +137,18 @@ class JobScheduler(ScheduleOperations):
         ``misfire`` is the missed-run policy (``"run_once"``, the default, ``"skip"`` or
         ``"run_all"``) and ``misfire_grace_ms`` how late a run may be for the last two (default
         60000, at most 31 days; docs/scheduler.md, "Missed runs"). A paused scheduler stays
-        paused, its new iteration parked. Returns the iteration created, or None when the
-        schedule has no run left (a pattern with no tick before ``end_date``, an ``every`` slot
-        past it). Bad input raises InvalidInputError (a ValueError) and writes nothing.
+        paused, its new iteration parked; ``paused=True`` pauses it in the same step (a new
+        scheduler is created paused: no worker can take its first iteration). Returns the
+        iteration created, or None when the schedule has no run left (a pattern with no tick
+        before ``end_date``, an ``every`` slot past it). Bad input raises InvalidInputError (a
+        ValueError) and writes nothing.
         """
         now = millis_arg("clock()", self.clock())
         sid = validate_scheduler_id(scheduler_id)
         spec = RepeatSpec.parse(repeat_opts)
         policy = Misfire.parse(misfire, misfire_grace_ms)
+        if not isinstance(paused, bool):
+            raise InvalidInputError(f"paused={paused!r}: must be True or False")
         spec.refuse_ended(now)
         name = validate_job_name(sid if job_name is None else job_name)
         data_json = dumps_json({} if job_data is None else job_data, "data")
@@ -167,7 +172,8 @@ class JobScheduler(ScheduleOperations):
         result = run_script(
             self.client, self._add.script, self._add.keys,
             [next_arg, encode_json({**spec.scheduler_fields(name), **policy.fields()}), sid, data_json,
-             encode_json(template), encode_json(iteration_opts), now, self.keys.job_prefix, ""],
+             encode_json(template), encode_json(iteration_opts), now, self.keys.job_prefix, "",
+             "1" if paused else ""],
         )
         if isinstance(result, int):
             if result == 0:
