@@ -1,13 +1,16 @@
 """Many processes at once on one scheduler, on real Redis: the scripts' atomicity is the only lock.
 
 8 processes upsert the same scheduler 100 times each; 8 processes run the worker-side step for
-the same iteration. Either way the queue must end with one scheduler hash and one pending
-iteration. And a worker whose writes are refused now and then (maxmemory pulses) keeps its
-schedule alive with exactly one pending iteration.
+the same iteration; 6 processes pause, resume, upsert, run and remove three schedulers at random,
+each of which ends with exactly one pending or parked iteration (or none, removed). Either way
+the queue must end with one scheduler hash and one pending (or parked) iteration. And a worker
+whose writes are refused now and then (maxmemory pulses) keeps its schedule alive with exactly
+one pending iteration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import threading
 import time
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 import redis
 
+from echomq.errors import SchedulerNotFoundError
 from echomq.protocol.keys import QueueKeys
 from echomq.schedule.scheduler import JobScheduler
 from echomq.worker.worker import Worker
@@ -139,3 +143,69 @@ def test_memory_pulses_never_leave_a_schedule_without_its_pending_iteration(redi
     assert score is not None
     assert _pending(client, keys, "pulse") == [f"repeat:pulse:{int(score)}"]
     client.close()
+
+
+OPERATORS = 6
+OPERATIONS_EACH = 80
+STORM_IDS = ("alpha", "beta", "gamma")
+
+
+def _operate_storm(url: str, queue: str, worker: int, barrier: Any) -> None:
+    """A random mix of pause, resume, upsert (two periods, sometimes created paused) and remove
+    on three schedulers, their slots an hour ahead (so remove deletes a pending iteration)."""
+    import random
+
+    rng = random.Random(worker)
+    client = redis.Redis.from_url(url)
+    sched = JobScheduler(client, queue)
+    start = int(time.time() * 1000) + 3_600_000
+    barrier.wait()
+    for n in range(OPERATIONS_EACH):
+        sid = rng.choice(STORM_IDS)
+        roll = rng.random()
+        if roll < 0.3:
+            sched.upsert(sid, {"every": 60_000 if n % 2 else 120_000, "start_date": start}, "job",
+                         {"worker": worker}, paused=rng.random() < 0.2)
+        elif roll < 0.55:
+            with contextlib.suppress(SchedulerNotFoundError):
+                sched.pause(sid)
+        elif roll < 0.8:
+            with contextlib.suppress(SchedulerNotFoundError):
+                sched.resume(sid)
+        elif roll < 0.9:
+            with contextlib.suppress(SchedulerNotFoundError):
+                sched.run_now(sid)
+        else:
+            sched.remove(sid)
+    client.close()
+
+
+def test_pause_resume_upsert_remove_storms_leave_one_pending_or_parked_iteration(real_connection, redis_url,
+                                                                                   queue_name):
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(OPERATORS)
+    procs = [ctx.Process(target=_operate_storm, args=(redis_url, queue_name, i, barrier)) for i in range(OPERATORS)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    sched = JobScheduler(real_connection, queue_name)
+    k = sched.keys
+    waiting = {job_id.decode() for job_id in real_connection.lrange(k.wait, 0, -1)}
+    delayed = {job_id.decode() for job_id in real_connection.zrange(k.delayed, 0, -1)}
+    parked = {m.decode(): s for m, s in real_connection.zrange(k.key("schedulers:paused"), 0, -1, withscores=True)}
+    assert waiting == {j for j in waiting if ":manual-" in j}, "only manual runs wait: every slot is an hour ahead"
+    for sid in STORM_IDS:
+        record = sched.get(sid)
+        slots = [key for key in iteration_keys(real_connection, sched, sid) if ":manual-" not in key]
+        if record is None:
+            assert slots == [] and sid not in parked, sid
+            continue
+        current = f"repeat:{sid}:{record.next_millis}"
+        assert slots == [k.job(current)], (sid, slots)
+        if record.paused:
+            assert parked[sid] == record.next_millis and current not in delayed, sid
+        else:
+            assert sid not in parked and current in delayed, sid
+    assert set(parked) <= {sid for sid in STORM_IDS if sched.get(sid) is not None}
