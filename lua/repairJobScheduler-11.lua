@@ -37,6 +37,9 @@
     ARGV[7]  key prefix "<prefix>:{<queue>}:"
     ARGV[8]  the end date (ms) as the client read it, or "" (the hash's endDate comes first)
     ARGV[9]  grace (ms): a started iteration younger than this is left to its worker's step
+    ARGV[10] optional: a JSON array of {"at": slot ms, "opts": iteration opts}, in mode "next"
+             the missed slots a `run_all` policy runs (§4.6), placed oldest first before the
+             next iteration, each unless its id exists (`ic` + 1 each); "" for none
 
   Output:
     {jobId, delay}  the iteration placed
@@ -83,6 +86,18 @@ if ARGV[4] ~= "" and not isJobSchedulerMillis(tonumber(ARGV[4])) then
 end
 if ARGV[8] ~= "" and not isJobSchedulerMillis(tonumber(ARGV[8])) then
   return refuse("ARGV[8] end date must be whole ms a Date holds")
+end
+local catchUp = {}
+if ARGV[10] and ARGV[10] ~= "" then
+  catchUp = cjson.decode(ARGV[10])
+  if type(catchUp) ~= "table" then
+    return refuse("ARGV[10] must be a JSON array")
+  end
+  for _, item in ipairs(catchUp) do
+    if type(item) ~= "table" or not isJobSchedulerMillis(item["at"]) or type(item["opts"]) ~= "table" then
+      return refuse("ARGV[10] items must be {at: whole ms, opts: object}")
+    end
+  end
 end
 
 -- Still the state the client planned for?
@@ -146,6 +161,19 @@ if mode == "same" then
   redis.call("LREM", q.wait, 0, jobId)
 end
 if mode == "next" then
+  for _, item in ipairs(catchUp) do
+    local missedId = "repeat:" .. schedulerId .. ":" .. toIntString(item["at"])
+    -- the lost current iteration's own slot is free again (its hash is gone)
+    if item["at"] < nextMillis and redis.call("EXISTS", prefix .. missedId) == 0 then
+      redis.call("HINCRBY", schedulerKey, "ic", 1)
+      redis.call("INCR", q.id)
+      redis.call("ZREM", q.delayed, missedId)
+      redis.call("ZREM", q.prioritized, missedId)
+      redis.call("LREM", q.wait, 0, missedId)
+      placeJobSchedulerIteration(q, prefix, schedulerId, missedId, item["at"], item["opts"],
+        attrs[1] or schedulerId, attrs[2] or "{}", ARGV[6], maxEvents)
+    end
+  end
   redis.call("ZADD", q.repeatKey, toIntString(nextMillis), schedulerId)
   redis.call("HINCRBY", schedulerKey, "ic", 1)
 end

@@ -48,7 +48,7 @@ from .next_run import calculate_next_millis
 from .operate import ScheduleOperations
 from .records import Iteration, SchedulerRecord, ScheduleRun
 from .spec import RepeatSpec
-from .step import iterations_at, plan_next, slots_after, stored_count, stored_limit
+from .step import catch_up_placements, plan_next, slots_after, stored_limit
 
 __all__ = ["Iteration", "JobScheduler", "ScheduleRun", "SchedulerRecord", "StepResult"]
 
@@ -252,13 +252,7 @@ class JobScheduler(ScheduleOperations):
         plan = plan_next(prev_opts, scheduler_id, now)
         if plan is None:
             return StepResult(None, run, late)
-        placements = iterations_at(plan, catch_up, stored_count(prev_opts) + 1, limit=stored_limit(prev_opts))
-        if placements:
-            limit = stored_limit(prev_opts)
-            count = plan.opts["repeat"]["count"] + len(placements)
-            if limit is not None and count > limit:
-                placements = placements[:max(0, len(placements) - (count - limit))]
-            plan.opts["repeat"]["count"] += len(placements)
+        placements = catch_up_placements(plan, catch_up, stored_limit(prev_opts))
         result = run_script(
             self.client, self._update.script, self._update.for_job(job_id),
             # As JSON.stringify writes them: opts another runtime stored may hold what JSON has

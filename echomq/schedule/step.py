@@ -147,6 +147,17 @@ def iterations_at(plan: StepPlan, slots: list[int], first_count: int, *, limit: 
     return placements
 
 
+def catch_up_placements(plan: StepPlan, slots: list[int], limit: int | None) -> list[dict[str, Any]]:
+    """The placements of a ``run_all`` policy's missed ``slots`` before the plan's next iteration,
+    as many as ``limit`` leaves room for beside it; the plan's own ``repeat.count`` moves past
+    them (docs/protocol.md §4.6)."""
+    first = plan.opts["repeat"]["count"]
+    room = len(slots) if limit is None else max(0, min(len(slots), limit - first))
+    placements = iterations_at(plan, slots[:room], first)
+    plan.opts["repeat"]["count"] = first + room
+    return placements
+
+
 def stored_limit(prev_opts: Mapping[str, Any]) -> int | None:
     """The ``repeat.limit`` of an iteration's opts, read as the step reads it."""
     stored = prev_opts.get("repeat")

@@ -364,3 +364,24 @@ def test_six_hours_paused_across_berlins_spring_forward(connection, queue_name, 
         assert connection.zscore(sched.keys.repeat, "berlin") == nxt, "the next run is the first slot after now"
     else:  # the parked one runs once; when a worker takes it, the step places the next slot
         assert sched.step(it.job_id, now_ms=clock.now + 1).next.due_ms == it.due_ms + 7 * HOUR  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("policy", "grace", "missed"), [("run_once", None, []), ("skip", HOUR, []),
+                                                         ("run_all", 2 * HOUR, [1, 2, 3]),
+                                                         ("run_all", 3 * HOUR, [0, 1, 2, 3])])
+def test_the_repair_of_a_lost_iteration_applies_the_policy(connection, sched, policy, grace, missed):
+    """A Redis restart lost the pending iteration three hours ago: the repair places the next
+    slot, and before it what the policy runs (the lost one too, when within the grace)."""
+    from echomq.schedule.repair import SchedulerRepair
+
+    job_id = hourly(sched, misfire=policy, misfire_grace_ms=grace)
+    connection.delete(sched.keys.job(job_id))
+    connection.zrem(sched.keys.delayed, job_id)
+    now = START + 3 * HOUR  # the grace edge is inclusive
+    [placed_next] = SchedulerRepair(connection, sched.keys).run(now)
+    assert placed_next.due_ms == START + 4 * HOUR
+    due = ids(connection.lrange(sched.keys.wait, 0, -1))[::-1]
+    assert due == [f"repeat:hourly:{START + h * HOUR}" for h in missed]
+    counts = [json.loads(connection.hget(sched.keys.job(j), "opts"))["repeat"]["count"] for j in due]
+    assert counts == list(range(2, 2 + len(missed)))
+    assert connection.hget(sched.keys.scheduler("hourly"), "ic") == str(2 + len(missed)).encode()
