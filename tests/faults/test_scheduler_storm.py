@@ -209,3 +209,59 @@ def test_pause_resume_upsert_remove_storms_leave_one_pending_or_parked_iteration
         else:
             assert sid not in parked and current in delayed, sid
     assert set(parked) <= {sid for sid in STORM_IDS if sched.get(sid) is not None}
+
+
+def _toggle(url: str, queue: str, sid: str, rounds: int, barrier: Any) -> None:
+    client = redis.Redis.from_url(url)
+    sched = JobScheduler(client, queue)
+    barrier.wait()
+    for _ in range(rounds):
+        sched.pause(sid)
+        time.sleep(0.003)
+        sched.resume(sid)
+        time.sleep(0.003)
+    client.close()
+
+
+def test_pausing_and_resuming_under_running_workers_never_forks_a_schedule(real_connection, redis_url, queue_name):
+    """Two EchoMQ workers step a 20 ms schedule while two processes pause and resume it 40 times:
+    a pause that lands between a worker's take and its step leaves that run without a next one,
+    which the resume places. At the end: one pending iteration, every slot run at most once."""
+    sched = JobScheduler(real_connection, queue_name)
+    sched.upsert("fast", {"every": 20})
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def work(job: Any) -> None:
+        with lock:
+            ran.append(job.id)
+
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(2)
+    workers = [Worker(real_connection, queue_name, work, skip_stalled_check=True, drain_delay=0.05)
+               for _ in range(2)]
+    with Running(workers[0]), Running(workers[1]):
+        togglers = [ctx.Process(target=_toggle, args=(redis_url, queue_name, "fast", 40, barrier)) for _ in range(2)]
+        for proc in togglers:
+            proc.start()
+        for proc in togglers:
+            proc.join(60)
+            assert proc.exitcode == 0
+        assert sched.get("fast").paused is False  # type: ignore[union-attr]
+        count = len(ran)
+        assert wait_until(lambda: len(ran) >= count + 3, timeout=5), "the schedule runs on after the storm"
+        sched.pause("fast")
+        assert wait_until(lambda: real_connection.llen(sched.keys.active) == 0, timeout=5)
+    assert len(ran) == len(set(ran)), "a slot ran twice"
+    record = sched.get("fast")
+    assert record is not None and record.paused
+    k = sched.keys
+    slots = iteration_keys(real_connection, sched, "fast")
+    current = k.job(f"repeat:fast:{record.next_millis}")
+    pending = [key for key in slots if real_connection.hget(key, "processedOn") is None]
+    assert pending in ([current], []), pending  # parked, or (paused mid-step) none until the resume
+    assert real_connection.llen(k.wait) == 0 and real_connection.zcard(k.delayed) == 0
+    assert sched.resume("fast") is True
+    on_resume = [key for key in iteration_keys(real_connection, sched, "fast")
+                 if real_connection.hget(key, "processedOn") is None]
+    assert len(on_resume) == 1 and on_resume[0] == k.job(f"repeat:fast:{sched.get('fast').next_millis}")  # type: ignore[union-attr]
