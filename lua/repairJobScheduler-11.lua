@@ -56,6 +56,7 @@
 -- @include "getJobSchedulerEveryNextMillis"
 -- @include "isJobSchedulerMillis"
 -- @include "placeJobSchedulerIteration"
+-- @include "decodePlacements"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5],
            prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
@@ -87,17 +88,9 @@ end
 if ARGV[8] ~= "" and not isJobSchedulerMillis(tonumber(ARGV[8])) then
   return refuse("ARGV[8] end date must be whole ms a Date holds")
 end
-local catchUp = {}
-if ARGV[10] and ARGV[10] ~= "" then
-  catchUp = cjson.decode(ARGV[10])
-  if type(catchUp) ~= "table" then
-    return refuse("ARGV[10] must be a JSON array")
-  end
-  for _, item in ipairs(catchUp) do
-    if type(item) ~= "table" or not isJobSchedulerMillis(item["at"]) or type(item["opts"]) ~= "table" then
-      return refuse("ARGV[10] items must be {at: whole ms, opts: object}")
-    end
-  end
+local catchUp, badCatchUp = decodePlacements(ARGV[10])
+if not catchUp then
+  return refuse("ARGV[10] " .. badCatchUp)
 end
 
 -- Still the state the client planned for?

@@ -51,6 +51,7 @@
 -- @include "removeJobKeys"
 -- @include "enqueueStoredJob"
 -- @include "placeJobSchedulerIteration"
+-- @include "decodePlacements"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5], prioritized = KEYS[6],
            marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10], active = KEYS[11]}
@@ -63,14 +64,9 @@ local prefix = ARGV[6]
 local function refuse(what)
   return redis.error_reply("ERR resumeJobScheduler: " .. what)
 end
-local placements = cjson.decode(ARGV[4])
-if type(placements) ~= "table" then
-  return refuse("ARGV[4] must be a JSON array")
-end
-for _, item in ipairs(placements) do
-  if type(item) ~= "table" or not isJobSchedulerMillis(item["at"]) or type(item["opts"]) ~= "table" then
-    return refuse("ARGV[4] items must be {at: whole ms, opts: object}")
-  end
+local placements, badPlacements = decodePlacements(ARGV[4])
+if not placements then
+  return refuse("ARGV[4] " .. badPlacements)
 end
 if mode ~= "requeue" and mode ~= "drop" and mode ~= "none" then
   return refuse("ARGV[3] must be requeue, drop or none")

@@ -52,6 +52,7 @@
 -- @include "getJobSchedulerEveryNextMillis"
 -- @include "isJobSchedulerMillis"
 -- @include "placeJobSchedulerIteration"
+-- @include "decodePlacements"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5],
            prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
@@ -87,17 +88,9 @@ current = tonumber(current)
 if producerId ~= "repeat:" .. schedulerId .. ":" .. toIntString(current) then
   return nil
 end
-local catchUp = {}
-if ARGV[9] and ARGV[9] ~= "" then
-  catchUp = cjson.decode(ARGV[9])
-  if type(catchUp) ~= "table" then
-    return refuse("ARGV[9] must be a JSON array")
-  end
-  for _, item in ipairs(catchUp) do
-    if type(item) ~= "table" or not isJobSchedulerMillis(item["at"]) or type(item["opts"]) ~= "table" then
-      return refuse("ARGV[9] items must be {at: whole ms, opts: object}")
-    end
-  end
+local catchUp, badCatchUp = decodePlacements(ARGV[9])
+if not catchUp then
+  return refuse("ARGV[9] " .. badCatchUp)
 end
 if tonumber(redis.call("ZSCORE", prefix .. "schedulers:paused", schedulerId)) == current then
   return nil
