@@ -230,7 +230,7 @@ def test_the_step_and_the_repair_produce_nothing_for_a_paused_scheduler(connecti
     assert sched.step(job_id, now_ms=START + 1).next is None
     assert sched.get("hourly").paused  # type: ignore[union-attr]
     from echomq.schedule.repair import SchedulerRepair
-    assert SchedulerRepair(connection, sched.keys).run(START + HOUR) == []
+    assert SchedulerRepair(sched.client, sched.keys).run(START + HOUR) == []
     clock.now = START + 90 * MIN
     assert sched.resume("hourly") is True  # nothing was parked: the next slot is placed
     assert connection.zscore(sched.keys.repeat, "hourly") == START + 2 * HOUR
@@ -378,7 +378,7 @@ def test_the_repair_of_a_lost_iteration_applies_the_policy(connection, sched, po
     connection.delete(sched.keys.job(job_id))
     connection.zrem(sched.keys.delayed, job_id)
     now = START + 3 * HOUR  # the grace edge is inclusive
-    [placed_next] = SchedulerRepair(connection, sched.keys).run(now)
+    [placed_next] = SchedulerRepair(sched.client, sched.keys).run(now)
     assert placed_next.due_ms == START + 4 * HOUR
     due = ids(connection.lrange(sched.keys.wait, 0, -1))[::-1]
     assert due == [f"repeat:hourly:{START + h * HOUR}" for h in missed]
