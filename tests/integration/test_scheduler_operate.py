@@ -385,3 +385,14 @@ def test_the_repair_of_a_lost_iteration_applies_the_policy(connection, sched, po
     counts = [json.loads(connection.hget(sched.keys.job(j), "opts"))["repeat"]["count"] for j in due]
     assert counts == list(range(2, 2 + len(missed)))
     assert connection.hget(sched.keys.scheduler("hourly"), "ic") == str(2 + len(missed)).encode()
+
+
+def test_obliterate_removes_a_paused_schedule_and_its_parked_iteration(connection, sched, queue_name):
+    from echomq import Queue
+
+    hourly(sched)
+    sched.pause("hourly")
+    queue = Queue(connection, queue_name)
+    queue.pause()
+    queue.obliterate()
+    assert snapshot(connection, sched.keys) == {}
