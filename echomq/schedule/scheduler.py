@@ -218,30 +218,35 @@ class JobScheduler(ScheduleOperations):
         """
         return self.step(job_id, now_ms=now_ms).next
 
-    def step(self, job_id: str, *, now_ms: int | None = None) -> StepResult:
+    def step(self, job_id: str, *, now_ms: int | None = None, scheduler_id: str | None = None) -> StepResult:
         """``produce_next``, and whether the iteration runs: the worker step.
 
         For the scheduler's current iteration taken late, its missed-run policy decides
         (docs/scheduler.md, "Missed runs"): ``skip`` and ``run_all`` do not run one more than the
         grace late (``run`` False: the worker completes it without running its processor),
         ``run_all`` places the missed slots within the grace too (at most 100), oldest first,
-        before the next run. A paused scheduler produces nothing. Two round trips.
+        before the next run. A paused scheduler produces nothing. Two round trips, three when
+        ``scheduler_id`` (the job's ``rjk``, which a worker has read already) is not given.
         """
         if not isinstance(job_id, str):
             raise InvalidInputError(f"job_id={job_id!r}: must be a str (an iteration's job id)")
         now = millis_arg("clock()" if now_ms is None else "now_ms", self.clock() if now_ms is None else now_ms)
-        raw_rjk, raw_opts = self.client.hmget(self.keys.job(job_id), ["rjk", "opts"])
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.keys.job(job_id), ["rjk", "opts"])
+        if scheduler_id is not None:
+            self._read_policy(pipe, scheduler_id)
+        replies = pipe.execute()
+        raw_rjk, raw_opts = replies[0]
         if raw_rjk is None or raw_opts is None:
             return StepResult(None)
-        scheduler_id = text(raw_rjk)
+        if text(raw_rjk) != scheduler_id:  # not told, or told wrong: read what the job says
+            scheduler_id = text(raw_rjk)
+            replies[1:] = self._read_policy(self.client.pipeline(transaction=False), scheduler_id).execute()
         prev_opts = job_hash.stored_opts({"opts": text(raw_opts)})
         if not prev_opts:
             log.warning("job %s: opts are not a JSON object, cannot produce its next iteration", job_id)
             return StepResult(None)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zscore(self.keys.repeat, scheduler_id)
-        pipe.hmget(self.keys.scheduler(scheduler_id), [POLICY_FIELD, GRACE_FIELD])
-        score, (policy, grace) = pipe.execute()
+        score, (policy, grace) = replies[1], replies[2]
         misfire = Misfire.stored({POLICY_FIELD: policy, GRACE_FIELD: grace})
         slot = int(score) if score is not None and job_id == iteration_job_id(scheduler_id, int(score)) else None
         run, late, catch_up = True, 0, []
@@ -263,6 +268,12 @@ class JobScheduler(ScheduleOperations):
         if not result:
             return StepResult(None, run, late)
         return StepResult(Iteration.from_reply(text(result[0]), result[1]), run, late)
+
+    def _read_policy(self, pipe: Any, scheduler_id: str) -> Any:
+        """Queue the reads the step's missed-run decision needs: the current score, the policy."""
+        pipe.zscore(self.keys.repeat, scheduler_id)
+        pipe.hmget(self.keys.scheduler(scheduler_id), [POLICY_FIELD, GRACE_FIELD])
+        return pipe
 
     def remove(self, scheduler_id: str) -> bool:
         """Delete the scheduler and its pending iteration if still delayed; False if unknown.

@@ -290,7 +290,7 @@ class AttemptRunner:
                 if len(scheduler_id.split(":")) >= 5 and not self.client.hexists(self.keys.scheduler(scheduler_id),
                                                                                   "ic"):
                     return None  # a legacy repeatable key, not a job scheduler
-                result = self.scheduler.step(attempt.job_id)
+                result = self.scheduler.step(attempt.job_id, scheduler_id=scheduler_id)
                 return None if result.run else result.late_ms
             except Exception as exc:  # the job runs whatever the step did
                 if retries_left and is_transient_step_error(exc) and not self.stop.is_set():
