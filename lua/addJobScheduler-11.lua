@@ -126,7 +126,7 @@ local parkedScore = redis.call("ZSCORE", parkedSet, schedulerId)
 local paused = prevMillis ~= nil and parkedScore ~= false and tonumber(parkedScore) == prevMillis
 local pausing = ARGV[10] == "1"
 if paused and not pendingAt and redis.call("EXISTS", prefix .. pendingId) == 1
-    and redis.call("HEXISTS", prefix .. pendingId, "processedOn") == 0 then
+    and not redis.call("HGET", prefix .. pendingId, "processedOn") then
   pendingAt = "parked"
 end
 
@@ -188,7 +188,7 @@ end
 if parkedScore and not paused then
   local staleId = "repeat:" .. schedulerId .. ":" .. toIntString(tonumber(parkedScore))
   if staleId ~= jobId and not locatePendingIteration(q, staleId)
-      and redis.call("HEXISTS", prefix .. staleId, "processedOn") == 0 then
+      and not redis.call("HGET", prefix .. staleId, "processedOn") then
     removeJobKeys(prefix .. staleId)
   end
   redis.call("ZREM", parkedSet, schedulerId)

@@ -39,7 +39,7 @@ local schedulerId = ARGV[1]
 local prefix = ARGV[2]
 
 local score = redis.call("ZSCORE", q.repeatKey, schedulerId)
-if not score or redis.call("HEXISTS", q.repeatKey .. ":" .. schedulerId, "ic") == 0 then
+if not score or not redis.call("HGET", q.repeatKey .. ":" .. schedulerId, "ic") then
   return -1
 end
 score = tonumber(score)
@@ -49,7 +49,7 @@ if parked and tonumber(parked) == score then
 end
 if parked then
   local staleId = "repeat:" .. schedulerId .. ":" .. toIntString(tonumber(parked))
-  if not locatePendingIteration(q, staleId) and redis.call("HEXISTS", prefix .. staleId, "processedOn") == 0 then
+  if not locatePendingIteration(q, staleId) and not redis.call("HGET", prefix .. staleId, "processedOn") then
     removeJobKeys(prefix .. staleId)
   end
 end

@@ -27,7 +27,7 @@ local parked = redis.call("ZSCORE", parkedSet, schedulerId)
 if parked then
   local parkedId = "repeat:" .. schedulerId .. ":" .. toIntString(tonumber(parked))
   local parkedKey = ARGV[2] .. parkedId
-  if redis.call("HEXISTS", parkedKey, "processedOn") == 0 and not redis.call("ZSCORE", KEYS[2], parkedId)
+  if not redis.call("HGET", parkedKey, "processedOn") and not redis.call("ZSCORE", KEYS[2], parkedId)
       and not redis.call("LPOS", ARGV[2] .. "wait", parkedId)
       and not redis.call("ZSCORE", ARGV[2] .. "prioritized", parkedId) then
     removeJobKeys(parkedKey)

@@ -77,7 +77,7 @@ end
 
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 local score = redis.call("ZSCORE", q.repeatKey, schedulerId)
-if not score or redis.call("HEXISTS", schedulerKey, "ic") == 0 then
+if not score or not redis.call("HGET", schedulerKey, "ic") then
   return -1
 end
 local parked = redis.call("ZSCORE", parkedSet, schedulerId)
@@ -89,7 +89,7 @@ if toIntString(tonumber(score)) ~= ARGV[2] then
 end
 local parkedId = "repeat:" .. schedulerId .. ":" .. ARGV[2]
 local parkedKey = prefix .. parkedId
-local isParked = redis.call("EXISTS", parkedKey) == 1 and redis.call("HEXISTS", parkedKey, "processedOn") == 0
+local isParked = redis.call("EXISTS", parkedKey) == 1 and not redis.call("HGET", parkedKey, "processedOn")
   and not redis.call("ZSCORE", q.delayed, parkedId) and not redis.call("ZSCORE", q.prioritized, parkedId)
   and not redis.call("LPOS", q.wait, parkedId) and not redis.call("LPOS", q.active, parkedId)
 if (mode == "none") == isParked then

@@ -49,7 +49,7 @@ if not isJobSchedulerMillis(now) or now < 0 then
   return redis.error_reply("ERR runJobSchedulerNow: ARGV[3] now must be whole ms a Date holds")
 end
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
-if not redis.call("ZSCORE", q.repeatKey, schedulerId) or redis.call("HEXISTS", schedulerKey, "ic") == 0 then
+if not redis.call("ZSCORE", q.repeatKey, schedulerId) or not redis.call("HGET", schedulerKey, "ic") then
   return -1
 end
 local at = now
