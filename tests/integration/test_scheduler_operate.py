@@ -271,6 +271,8 @@ def test_unknown_ids_and_bad_policies_are_refused_and_write_nothing(connection, 
         sched.upsert("hourly", {"every": HOUR}, misfire="skip", misfire_grace_ms=1.5)
     with pytest.raises(ValueError, match="limit=0"):
         sched.history("hourly", limit=0)
+    with pytest.raises(ValueError, match="paused='yes': must be True or False"):
+        sched.upsert("hourly", {"every": HOUR}, paused="yes")  # type: ignore[arg-type]
     assert snapshot(connection, sched.keys) == before
     assert sched.upsert("hourly", {"every": HOUR}, misfire="skip", misfire_grace_ms=MAX_GRACE_MS) is not None
     assert sched.upsert("hourly", {"every": HOUR}, misfire="skip", misfire_grace_ms=0) is not None
