@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "calculate_next_millis": "schedule.next_run",
     "JobScheduler": "schedule.scheduler",
     "SchedulerRecord": "schedule.records",
+    "ScheduleRun": "schedule.records",
     "Iteration": "schedule.records",
     # lifecycle
     "Queue": "queue.queue",
@@ -137,7 +138,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; tests k
     from .queue.queue import Queue
     from .registry import JobRegistry, RegisteredJob
     from .schedule.next_run import calculate_next_millis
-    from .schedule.records import Iteration, SchedulerRecord
+    from .schedule.records import Iteration, SchedulerRecord, ScheduleRun
     from .schedule.scheduler import JobScheduler
     from .types import BackoffStrategy, Clock, JobOptions, KeepRule, Processor, RepeatOptions, Subscriber
     from .worker.active_job import ActiveJob

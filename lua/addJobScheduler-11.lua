@@ -6,6 +6,9 @@
   same `every` that can replace the pending iteration keeps its slot (a template refresh);
   a changed `every` starts afresh. For `pattern` the caller computed the next tick (ARGV[1]).
   The pending iteration is replaced only from delayed/prioritized/wait (never while running).
+  A paused scheduler (§4.6) stays paused: its parked iteration is replaced by a new parked one
+  (stored, in no list) and its record in <prefix>schedulers:paused moves to the new slot; a
+  stale record (its score is not the scheduler's) is dropped with the iteration it parked.
 
   Input:
     KEYS[1]  repeat         ZSET of schedulers (score = millis of the pending iteration)
@@ -22,7 +25,8 @@
 
     ARGV[1]  next millis for a pattern scheduler ("" for every)
     ARGV[2]  scheduler options, JSON: name, tz?, pattern?, every?, limit?, startDate?, endDate?,
-             offset? (the user's offset only)
+             offset? (the user's offset only), emqMisfire? ("skip" or "run_all"),
+             emqMisfireGraceMs?
     ARGV[3]  scheduler id
     ARGV[4]  template data, JSON text (stored verbatim)
     ARGV[5]  template opts, JSON text in the stored (short) form
@@ -30,6 +34,8 @@
     ARGV[7]  now (ms)
     ARGV[8]  key prefix "<prefix>:{<queue>}:"
     ARGV[9]  producer job key or "" (unused since BullMQ 6: no nrjid)
+    ARGV[10] EchoMQ's own, optional: "1" to pause the scheduler in the same step (its new
+             iteration parked, §4.6)
 
   Output:
     {jobId, delay}  the iteration created (delay in ms, 0 when it went to wait/prioritized)
@@ -99,6 +105,13 @@ end
 if not isJobSchedulerMillis(now) then
   return refuse("ARGV[7] now must be whole ms a Date holds")
 end
+if sched["emqMisfire"] ~= nil and sched["emqMisfire"] ~= "skip" and sched["emqMisfire"] ~= "run_all" then
+  return refuse("emqMisfire must be skip or run_all")
+end
+if sched["emqMisfireGraceMs"] ~= nil and not (isJobSchedulerMillis(sched["emqMisfireGraceMs"])
+    and sched["emqMisfireGraceMs"] >= 0) then
+  return refuse("emqMisfireGraceMs must be whole ms >= 0")
+end
 
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 local prevMillis = redis.call("ZSCORE", q.repeatKey, schedulerId)
@@ -107,6 +120,14 @@ if prevMillis then
   prevMillis = tonumber(prevMillis)
   pendingId = "repeat:" .. schedulerId .. ":" .. toIntString(prevMillis)
   pendingAt = locatePendingIteration(q, pendingId)
+end
+local parkedSet = prefix .. "schedulers:paused"
+local parkedScore = redis.call("ZSCORE", parkedSet, schedulerId)
+local paused = prevMillis ~= nil and parkedScore ~= false and tonumber(parkedScore) == prevMillis
+local pausing = ARGV[10] == "1"
+if paused and not pendingAt and redis.call("EXISTS", prefix .. pendingId) == 1
+    and not redis.call("HGET", prefix .. pendingId, "processedOn") then
+  pendingAt = "parked"
 end
 
 local every = tonumber(sched["every"])
@@ -164,10 +185,21 @@ local maxEvents = getOrSetMaxEvents(q.meta)
 if pendingAt then
   removePendingIteration(q, prefix, pendingId, pendingAt)
 end
+if parkedScore and not paused then
+  local staleId = "repeat:" .. schedulerId .. ":" .. toIntString(tonumber(parkedScore))
+  if staleId ~= jobId and not locatePendingIteration(q, staleId)
+      and not redis.call("HGET", prefix .. staleId, "processedOn") then
+    removeJobKeys(prefix .. staleId)
+  end
+  redis.call("ZREM", parkedSet, schedulerId)
+end
+if paused or pausing then
+  redis.call("ZADD", parkedSet, toIntString(nextMillis), schedulerId)
+end
 
 storeJobScheduler(q.repeatKey, schedulerKey, schedulerId, nextMillis, sched, offset, templateOpts, templateData)
 redis.call("INCR", q.id)
 
 local delay = placeJobSchedulerIteration(q, prefix, schedulerId, jobId, nextMillis, jobOpts, sched["name"],
-  templateData, ARGV[7], maxEvents)
+  templateData, ARGV[7], maxEvents, paused or pausing)
 return {jobId, delay}

@@ -10,7 +10,9 @@
     ARGV[3]  "1" for ascending next-run order, "0" for descending
 
   Output:
-    flat array: id, score (string), flat HGETALL of repeat:<id>, id, score, HGETALL, ...
+    flat array: id, score (string), flat HGETALL of repeat:<id>, paused (1 when
+    <base>:schedulers:paused, built from the repeat key under the hash tag, holds the id at that
+    score, §4.6; else 0), then the next id, score, HGETALL, paused ...
 
   Events: none.
 ]]
@@ -20,10 +22,12 @@ if ARGV[3] == "1" then
 else
   members = redis.call("ZREVRANGE", KEYS[1], ARGV[1], ARGV[2], "WITHSCORES")
 end
+local parkedSet = string.sub(KEYS[1], 1, -7) .. "schedulers:paused"
 local out = {}
 for i = 1, #members, 2 do
   out[#out + 1] = members[i]
   out[#out + 1] = members[i + 1]
   out[#out + 1] = redis.call("HGETALL", KEYS[1] .. ":" .. members[i])
+  out[#out + 1] = redis.call("ZSCORE", parkedSet, members[i]) == members[i + 1] and 1 or 0
 end
 return out

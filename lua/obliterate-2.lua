@@ -1,7 +1,8 @@
 --[[
   Destroy a paused queue, a bounded batch per call: the jobs of every state (active ones only
-  with force; their locks go too), the job schedulers and their hashes, then the queue's own
-  keys. Call again while it returns 1.
+  with force; their locks go too), the job schedulers and their hashes (a paused one's parked
+  iteration too, docs/protocol.md §4.6), then the queue's own keys. Call again while it
+  returns 1.
 
   Input:
     KEYS[1] meta   KEYS[2] prefix, the queue's key prefix "<base>:" (a key, so Cluster routes it)
@@ -16,6 +17,7 @@
   Events: none (the events stream itself is deleted).
 ]]
 -- @include "removeJobHard"
+-- @include "toIntString"
 local base = KEYS[2]
 local budget = tonumber(ARGV[1])
 if redis.call("HEXISTS", KEYS[1], "paused") ~= 1 then
@@ -52,6 +54,11 @@ for _, name in ipairs({"delayed", "repeat", "completed", "wait", "paused", "prio
     if name == "repeat" then
       for _, schedulerId in ipairs(ids) do
         redis.call("DEL", base .. "repeat:" .. schedulerId)
+        local parked = redis.call("ZSCORE", base .. "schedulers:paused", schedulerId)
+        if parked then  -- in no list: only its scheduler knows it
+          removeJobHard(base, "repeat:" .. schedulerId .. ":" .. toIntString(tonumber(parked)))
+          redis.call("ZREM", base .. "schedulers:paused", schedulerId)
+        end
       end
       budget = budget - #ids
     else
@@ -69,5 +76,5 @@ end
 redis.call("DEL", base .. "events", base .. "delay", base .. "stalled-check", base .. "stalled",
   base .. "id", base .. "pc", base .. "marker", base .. "meta", base .. "limiter",
   base .. "metrics:completed", base .. "metrics:completed:data", base .. "metrics:failed",
-  base .. "metrics:failed:data")
+  base .. "metrics:failed:data", base .. "schedulers:paused")
 return 0

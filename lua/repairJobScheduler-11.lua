@@ -37,11 +37,15 @@
     ARGV[7]  key prefix "<prefix>:{<queue>}:"
     ARGV[8]  the end date (ms) as the client read it, or "" (the hash's endDate comes first)
     ARGV[9]  grace (ms): a started iteration younger than this is left to its worker's step
+    ARGV[10] optional: a JSON array of {"at": slot ms, "opts": iteration opts}, in mode "next"
+             the missed slots a `run_all` policy runs (§4.6), placed oldest first before the
+             next iteration, each unless its id exists (`ic` + 1 each); "" for none
 
   Output:
     {jobId, delay}  the iteration placed
-    0               nothing to repair any more (the scheduler moved on, is gone, has its
-                    pending iteration, or its next slot is past endDate): nothing written
+    0               nothing to repair any more (the scheduler moved on, is gone, is paused
+                    (§4.6), has its pending iteration, or its next slot is past endDate):
+                    nothing written
     error           "ERR repairJobScheduler: ..." for arguments out of their range: nothing
                     written
 
@@ -52,6 +56,7 @@
 -- @include "getJobSchedulerEveryNextMillis"
 -- @include "isJobSchedulerMillis"
 -- @include "placeJobSchedulerIteration"
+-- @include "decodePlacements"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5],
            prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
@@ -83,6 +88,10 @@ end
 if ARGV[8] ~= "" and not isJobSchedulerMillis(tonumber(ARGV[8])) then
   return refuse("ARGV[8] end date must be whole ms a Date holds")
 end
+local catchUp, badCatchUp = decodePlacements(ARGV[10])
+if not catchUp then
+  return refuse("ARGV[10] " .. badCatchUp)
+end
 
 -- Still the state the client planned for?
 local current = redis.call("ZSCORE", q.repeatKey, schedulerId)
@@ -90,6 +99,9 @@ if not current or toIntString(tonumber(current)) ~= ARGV[2] then
   return 0
 end
 current = tonumber(current)
+if tonumber(redis.call("ZSCORE", prefix .. "schedulers:paused", schedulerId)) == current then
+  return 0
+end
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 if redis.call("HEXISTS", schedulerKey, "ic") == 0 then
   return 0
@@ -142,6 +154,19 @@ if mode == "same" then
   redis.call("LREM", q.wait, 0, jobId)
 end
 if mode == "next" then
+  for _, item in ipairs(catchUp) do
+    local missedId = "repeat:" .. schedulerId .. ":" .. toIntString(item["at"])
+    -- the lost current iteration's own slot is free again (its hash is gone)
+    if item["at"] < nextMillis and redis.call("EXISTS", prefix .. missedId) == 0 then
+      redis.call("HINCRBY", schedulerKey, "ic", 1)
+      redis.call("INCR", q.id)
+      redis.call("ZREM", q.delayed, missedId)
+      redis.call("ZREM", q.prioritized, missedId)
+      redis.call("LREM", q.wait, 0, missedId)
+      placeJobSchedulerIteration(q, prefix, schedulerId, missedId, item["at"], item["opts"],
+        attrs[1] or schedulerId, attrs[2] or "{}", ARGV[6], maxEvents)
+    end
+  end
   redis.call("ZADD", q.repeatKey, toIntString(nextMillis), schedulerId)
   redis.call("HINCRBY", schedulerKey, "ic", 1)
 end

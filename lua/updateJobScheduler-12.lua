@@ -31,10 +31,14 @@
     ARGV[7]  producer job id (the iteration that just became active)
     ARGV[8]  the end date (ms) as the client read it from the producer's opts, or "": the
              every-slot check uses the hash's endDate, else this one
+    ARGV[9]  EchoMQ's own, optional: a JSON array of {"at": slot ms, "opts": iteration opts},
+             the missed slots a `run_all` policy runs (§4.6), placed oldest first before the
+             next iteration, each unless its id exists (`ic` + 1 each)
 
   Output:
     {jobId, delay}  the iteration created
-    nil             nothing produced: scheduler gone, producer is not the current iteration,
+    nil             nothing produced: scheduler gone or paused (§4.6: its record in
+                    <prefix>schedulers:paused has the current score), producer is not the current iteration,
                     the next iteration already exists, or (every) the next slot is past endDate
                     or past what a JavaScript Date holds (8.64e15 ms)
     error           "ERR updateJobScheduler: ..." for arguments out of their range (the client
@@ -48,6 +52,7 @@
 -- @include "getJobSchedulerEveryNextMillis"
 -- @include "isJobSchedulerMillis"
 -- @include "placeJobSchedulerIteration"
+-- @include "decodePlacements"
 
 local q = {repeatKey = KEYS[1], delayed = KEYS[2], wait = KEYS[3], meta = KEYS[5],
            prioritized = KEYS[6], marker = KEYS[7], id = KEYS[8], events = KEYS[9], pc = KEYS[10],
@@ -83,6 +88,13 @@ current = tonumber(current)
 if producerId ~= "repeat:" .. schedulerId .. ":" .. toIntString(current) then
   return nil
 end
+local catchUp, badCatchUp = decodePlacements(ARGV[9])
+if not catchUp then
+  return refuse("ARGV[9] " .. badCatchUp)
+end
+if tonumber(redis.call("ZSCORE", prefix .. "schedulers:paused", schedulerId)) == current then
+  return nil
+end
 
 local schedulerKey = q.repeatKey .. ":" .. schedulerId
 local attrs = redis.call("HMGET", schedulerKey, "name", "data", "every", "startDate", "offset", "endDate")
@@ -114,6 +126,15 @@ if redis.call("EXISTS", prefix .. jobId) == 1 then
   return nil
 end
 
+for _, item in ipairs(catchUp) do
+  local missedId = "repeat:" .. schedulerId .. ":" .. toIntString(item["at"])
+  if item["at"] < nextMillis and redis.call("EXISTS", prefix .. missedId) == 0 then
+    redis.call("HINCRBY", schedulerKey, "ic", 1)
+    redis.call("INCR", q.id)
+    placeJobSchedulerIteration(q, prefix, schedulerId, missedId, item["at"], item["opts"],
+      attrs[1] or schedulerId, attrs[2] or "{}", ARGV[5], maxEvents)
+  end
+end
 redis.call("ZADD", q.repeatKey, toIntString(nextMillis), schedulerId)
 redis.call("HINCRBY", schedulerKey, "ic", 1)
 redis.call("INCR", q.id)

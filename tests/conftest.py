@@ -61,7 +61,7 @@ CLUSTER_MODULES = frozenset({
     "test_job_retry", "test_lifecycle_events", "test_prometheus", "test_queue", "test_queue_admin",
     "test_queue_events", "test_queue_events_lifecycle", "test_queue_hardening", "test_queue_lifecycle",
     "test_registry", "test_repeat_options", "test_scheduler", "test_scheduler_hardening",
-    "test_scheduler_pattern", "test_scheduler_worker", "test_schedules_sync", "test_scripts",
+    "test_scheduler_operate", "test_scheduler_pattern", "test_scheduler_worker", "test_schedules_sync", "test_scripts",
     "test_stored_options", "test_untrusted_data", "test_wait_until_finished", "test_worker",
     "test_worker_burst", "test_worker_hardening", "test_worker_listeners", "test_worker_log_lines",
     "test_worker_routing", "test_worker_scheduler", "test_whole_writes", "test_host_sync", "test_host_keeper",

@@ -1,4 +1,5 @@
-"""``echomq schedulers list|get|upsert|remove``: look at and edit a queue's job schedulers.
+"""``echomq schedulers list|get|upsert|remove|pause|resume|run-now|history``: look at, edit and
+operate a queue's job schedulers.
 
 Tables show the next run in UTC and in the scheduler's own zone, which is what an operator
 compares with the cron pattern; ``--json`` prints the records for scripts.
@@ -6,7 +7,8 @@ compares with the cron pattern; ``--json`` prints the records for scripts.
 ``upsert`` on an existing scheduler replaces its schedule (``--every``/``--pattern`` and the
 options that go with them) but keeps each part of its job template (name, data, opts) that the
 command does not give: changing a period should not wipe what the jobs carry. Giving a part
-replaces it; ``--data '{}'`` and ``--opts '{}'`` clear them.
+replaces it; ``--data '{}'`` and ``--opts '{}'`` clear them. The missed-run policy is kept the
+same way unless ``--misfire`` is given.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import Any, TextIO
 
 import redis
@@ -22,11 +25,12 @@ import redis
 from ..errors import EchoMQError, InvalidJobOptionsError
 from ..protocol.codec import json_or_text
 from ..protocol.options import decode_job_options
-from ..schedule import JobScheduler, SchedulerRecord, calculate_next_millis
+from ..schedule import JobScheduler, SchedulerRecord, ScheduleRun, calculate_next_millis
 from .options import add_queue_options, open_client, printable
 from .output import write_table
 
-COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT")
+COLUMNS = ("ID", "NAME", "SCHEDULE", "NEXT (UTC)", "NEXT (LOCAL)", "RUNS", "LIMIT", "STATE")
+HISTORY_COLUMNS = ("JOB", "SLOT (UTC)", "START (UTC)", "DURATION", "OUTCOME")
 
 
 def describe_schedule(record: SchedulerRecord) -> str:
@@ -43,7 +47,8 @@ def _row(record: SchedulerRecord) -> tuple[str, ...]:
     if record.next_run_local is not None and record.tz:
         local = record.next_run_local.strftime("%Y-%m-%d %H:%M:%S %Z")
     return (record.id, record.name, describe_schedule(record), utc, local,
-            str(record.iteration_count or 0), "-" if record.limit is None else str(record.limit))
+            str(record.iteration_count or 0), "-" if record.limit is None else str(record.limit),
+            "paused" if record.paused else "-")
 
 
 def print_table(records: Iterable[SchedulerRecord], out: TextIO) -> None:
@@ -105,6 +110,16 @@ def _date_arg(text: str | None) -> int | str | None:
     return int(text) if text is not None and text.isdigit() else text
 
 
+def _misfire(args: argparse.Namespace, existing: SchedulerRecord | None, kept: list[str]) -> dict[str, Any]:
+    """The upsert's policy keywords: the given ones, else the existing scheduler's (kept)."""
+    if args.misfire is not None or args.misfire_grace_ms is not None:
+        return {"misfire": args.misfire, "misfire_grace_ms": args.misfire_grace_ms}
+    if existing is None or existing.misfire.grace_ms is None:
+        return {}
+    kept.append("missed-run policy")
+    return {"misfire": existing.misfire.policy, "misfire_grace_ms": existing.misfire.grace_ms}
+
+
 def _template(args: argparse.Namespace, existing: SchedulerRecord | None, data: Any,
               opts: Any) -> tuple[Any, Any, Any, list[str]]:
     """Name, data and opts for the upsert, and which of them are kept from ``existing``."""
@@ -134,7 +149,7 @@ def _template(args: argparse.Namespace, existing: SchedulerRecord | None, data: 
 
 def _kept_line(kept: list[str]) -> str:
     parts = kept[0] if len(kept) == 1 else ", ".join(kept[:-1]) + " and " + kept[-1]
-    return f"kept the existing job {parts} (give --name, --data or --opts to replace them)\n"
+    return f"kept the existing job {parts} (give --name, --data, --opts or --misfire to replace them)\n"
 
 
 def cmd_upsert(args: argparse.Namespace) -> int:
@@ -150,8 +165,9 @@ def cmd_upsert(args: argparse.Namespace) -> int:
         # Bad input is refused before anything connects (the template lookup reads Redis).
         data, opts = _json_arg(args.data, "data"), _json_arg(args.opts, "opts")
         calculate_next_millis(repeat)  # the one validator of repeat options; pure
-        name, data, opts, kept = _template(args, sched.get(args.id), data, opts)
-        iteration = sched.upsert(args.id, repeat, name, data, opts)
+        existing = sched.get(args.id)
+        name, data, opts, kept = _template(args, existing, data, opts)
+        iteration = sched.upsert(args.id, repeat, name, data, opts, **_misfire(args, existing, kept))
         record = sched.get(args.id)
     except EchoMQError as exc:
         hint = " (the existing template cannot be kept as it is: give --name, --data or --opts)" \
@@ -186,6 +202,58 @@ def cmd_remove(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(f"removed {args.id}\n" if removed else f"no scheduler {args.id!r}\n")
     return 0 if removed else 1
+
+
+def _operate(args: argparse.Namespace, operation: str) -> Any:
+    """One operation on one scheduler; an unknown id is one line on stderr (status 1)."""
+    client, sched = _scheduler(args)
+    try:
+        if operation == "history":
+            return sched.history(args.id, args.limit)
+        return getattr(sched, operation)(args.id)
+    finally:
+        client.close()
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    changed = _operate(args, "pause")
+    _say(args, {"paused": True, "changed": changed},
+         f"paused {args.id}" if changed else f"{args.id} was paused already")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    changed = _operate(args, "resume")
+    _say(args, {"paused": False, "changed": changed},
+         f"resumed {args.id}" if changed else f"{args.id} was not paused")
+    return 0
+
+
+def cmd_run_now(args: argparse.Namespace) -> int:
+    job_id = _operate(args, "run_now")
+    _say(args, {"job_id": job_id}, f"added {job_id}")
+    return 0
+
+
+def _say(args: argparse.Namespace, as_json: dict[str, Any], line: str) -> None:
+    sys.stdout.write(json.dumps(as_json) + "\n" if args.json else printable(line) + "\n")
+
+
+def _when(millis: int | None) -> str:
+    if millis is None:
+        return "-"
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    runs: list[ScheduleRun] = _operate(args, "history")
+    if args.json:
+        sys.stdout.write(json.dumps([run.to_dict() for run in runs], indent=2) + "\n")
+        return 0
+    rows = ((printable(r.job_id), _when(r.slot), _when(r.start), "-" if r.duration is None else f"{r.duration} ms",
+             r.outcome + (f": {printable(r.failed_reason)}" if r.failed_reason else "")) for r in runs)
+    write_table(HISTORY_COLUMNS, rows, sys.stdout)
+    return 0
 
 
 def register(subparsers: Any) -> None:
@@ -223,10 +291,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--data", help="job data, JSON (default: the existing scheduler's, else none)")
     p.add_argument("--opts", help='job options, JSON with snake_case keys, e.g. \'{"attempts": 3}\' '
                                   "(default: the existing scheduler's, else none)")
+    p.add_argument("--misfire", choices=("run_once", "skip", "run_all"),
+                   help="missed-run policy (default: the existing scheduler's, else run_once)")
+    p.add_argument("--misfire-grace-ms", type=int, help="how late a run may be for skip and run_all (default 60000)")
     p.set_defaults(handler=cmd_upsert)
 
     p = commands.add_parser("remove", help="remove a scheduler and its pending iteration")
     add_queue_options(p, json_output=True)
     p.add_argument("id", help="scheduler id (the key list/get report)")
     p.set_defaults(handler=cmd_remove)
+
+    for command, handler, what in (
+            ("pause", cmd_pause, "pause a scheduler: no worker runs it until resume (BullMQ's included)"),
+            ("resume", cmd_resume, "resume a paused scheduler; missed runs follow its missed-run policy"),
+            ("run-now", cmd_run_now, "run a scheduler once now (an extra, manual iteration)"),
+            ("history", cmd_history, "a scheduler's last runs: slot, start, duration, outcome")):
+        p = commands.add_parser(command, help=what)
+        add_queue_options(p, json_output=True)
+        p.add_argument("id", help="scheduler id")
+        if command == "history":
+            p.add_argument("--limit", type=int, default=20, help="how many runs, newest first (default 20)")
+        p.set_defaults(handler=handler)
 

@@ -11,8 +11,11 @@ An application declares its schedules in its configuration, one entry per schedu
 template calls it ``name`` too, and the scheduler hash stores it so); ``data`` and ``opts`` are
 the iterations' data and job options; every other key is a repeat option of
 ``JobScheduler.upsert`` (``every`` or ``pattern``, ``tz``, ``start_date``, ``end_date``,
-``limit``, ``offset``, ``immediately``). ``job``, the Flask integration's first spelling of
-``name``, is still read, with a DeprecationWarning.
+``limit``, ``offset``, ``immediately``). ``misfire`` and ``misfire_grace_ms`` are the missed-run
+policy (docs/scheduler.md, "Missed runs"); ``paused`` (True or False) is the pause state the sync
+keeps: left out, a sync leaves the pause alone (an operator's ``echomq schedulers pause`` during
+an incident survives a deploy), given, it pauses or resumes the scheduler to match. ``job``, the
+Flask integration's first spelling of ``name``, is still read, with a DeprecationWarning.
 
 A sync compares each declared schedule with the scheduler hash in Redis (docs/protocol.md §4.1)
 and upserts only the ones that differ, so an unchanged schedule keeps its pending iteration; with
@@ -42,8 +45,10 @@ from ..errors import EchoMQError, InvalidInputError, InvalidScheduleError
 from ..protocol.codec import encode_json
 from ..protocol.keys import QueueKeys, iteration_job_id, validate_prefix, validate_queue_name
 from ..protocol.options import dumps_json, validate_job_name
+from ..schedule.arguments import validate_scheduler_id
+from ..schedule.misfire import Misfire
 from ..schedule.records import SchedulerRecord
-from ..schedule.scheduler import JobScheduler, validate_scheduler_id
+from ..schedule.scheduler import JobScheduler
 from ..schedule.spec import KNOWN_OPTIONS, RepeatSpec
 from ..transport.connection import Connection, Connections
 from ..types import Clock
@@ -51,7 +56,7 @@ from ..types import Clock
 __all__ = ["Change", "DeclaredSchedule", "parse_schedules", "summary", "sync_schedules"]
 
 #: The keys of a declared entry that are not repeat options.
-ENTRY_KEYS: tuple[str, ...] = ("queue", "name", "data", "opts")
+ENTRY_KEYS: tuple[str, ...] = ("queue", "name", "data", "opts", "paused", "misfire", "misfire_grace_ms")
 #: The first spelling of ``name`` (the Flask integration's): read, with a DeprecationWarning.
 LEGACY_NAME_KEY = "job"
 
@@ -75,6 +80,8 @@ class DeclaredSchedule:
     data: Any = None
     opts: Mapping[str, Any] = field(default_factory=dict)
     deprecated: tuple[str, ...] = ()
+    paused: bool | None = None
+    misfire: Misfire = field(default_factory=Misfire)
 
     def hash_fields(self) -> dict[str, Any]:
         """What the scheduler hash should hold for this entry, decoded: the repeat fields as the
@@ -181,8 +188,13 @@ def _parse_entry(scheduler_id: Any, entry: Any) -> DeclaredSchedule:
         repeat = {key: value for key, value in entry.items() if key not in ENTRY_KEYS and key != LEGACY_NAME_KEY}
         spec = RepeatSpec.parse(repeat)
         opts = entry.get("opts") or {}
+        paused = entry.get("paused")
+        if paused is not None and not isinstance(paused, bool):
+            raise InvalidScheduleError(f"paused={paused!r}: must be True or False (or left out: the sync then "
+                                       "leaves the pause alone)")
+        misfire = Misfire.parse(entry.get("misfire"), entry.get("misfire_grace_ms"))
         schedule = DeclaredSchedule(sid, queue, validate_job_name(sid if name is None else name), repeat, spec,
-                                    entry.get("data"), opts, deprecated)
+                                    entry.get("data"), opts, deprecated, paused, misfire)
         schedule.hash_fields()  # data that is not JSON, options no job may carry: refused here
     except InvalidInputError as exc:
         raise type(exc)(f"schedule {scheduler_id!r}: {exc}") from None
@@ -199,7 +211,10 @@ def diff(schedule: DeclaredSchedule, record: SchedulerRecord | None) -> Change |
         stored["offset"] = record.raw.get("offset")
     stored["data"] = _json_field(record.raw, "data")
     stored["opts"] = _json_field(record.raw, "opts")
-    differing = tuple(name for name in (*_REPEAT_FIELDS, "offset", "data", "opts")
+    stored["misfire"], wanted["misfire"] = record.misfire, schedule.misfire
+    if schedule.paused is not None:
+        stored["paused"], wanted["paused"] = record.paused, schedule.paused
+    differing = tuple(name for name in (*_REPEAT_FIELDS, "offset", "data", "opts", "misfire", "paused")
                       if stored.get(name) != wanted.get(name))
     return Change("update", schedule.queue, schedule.scheduler_id, differing) if differing else None
 
@@ -295,12 +310,16 @@ def _refuse_taken_slot(scheduler: JobScheduler, schedule: DeclaredSchedule, now:
     pipe.zscore(keys.delayed, job_id)
     pipe.zscore(keys.prioritized, job_id)
     pipe.lpos(keys.wait, job_id)
-    exists, pending_score, delayed, prioritized, waiting = pipe.execute()
+    pipe.zscore(keys.key("schedulers:paused"), schedule.scheduler_id)
+    pipe.hexists(keys.job(job_id), "processedOn")
+    exists, pending_score, delayed, prioritized, waiting, parked, started = pipe.execute()
     if not exists:
         return
     pending = pending_score is not None and iteration_job_id(schedule.scheduler_id, int(pending_score)) == job_id
     if pending and (delayed is not None or prioritized is not None or waiting is not None):
         return  # the pending iteration itself: the upsert replaces it
+    if pending and parked == pending_score and not started:
+        return  # a paused scheduler's parked iteration: the upsert replaces it too (§4.6)
     raise InvalidScheduleError(f"schedule {schedule.scheduler_id!r}: its next iteration {job_id!r} is already a job "
                                f"of queue {schedule.queue!r} (running or finished and kept), so Redis would refuse "
                                "the upsert; nothing was written. Remove that job, or let it finish and go")
@@ -316,8 +335,12 @@ def _write(schedulers: Mapping[str, JobScheduler], by_id: Mapping[tuple[str, str
                 scheduler.remove(change.scheduler_id)
             else:
                 schedule = by_id[change.queue, change.scheduler_id]
-                scheduler.upsert(schedule.scheduler_id, schedule.repeat, schedule.job_name, schedule.data,
-                                 schedule.opts)
+                if change.fields != ("paused",):  # an upsert keeps a pause, and makes one atomically
+                    scheduler.upsert(schedule.scheduler_id, schedule.repeat, schedule.job_name, schedule.data,
+                                     schedule.opts, misfire=schedule.misfire.policy,
+                                     misfire_grace_ms=schedule.misfire.grace_ms, paused=bool(schedule.paused))
+                if schedule.paused is not None:
+                    (scheduler.pause if schedule.paused else scheduler.resume)(schedule.scheduler_id)
             done += 1
     except (redis.RedisError, OSError, EchoMQError) as exc:
         if done == 0:

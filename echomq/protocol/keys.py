@@ -17,10 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from .._version import __version__
 from ..errors import InvalidInputError, InvalidQueueNameError
 from .codec import utf8_problem
 
 DEFAULT_PREFIX = "emq"
+#: What an EchoMQ writer stamps in a queue's meta ``version`` (docs/protocol.md §1.2).
+META_VERSION = f"echomq-python:{__version__}"
 
 #: Per-queue key suffixes (docs/protocol.md §1.2). ``paused`` is a legacy input only: BullMQ 6
 #: keeps paused jobs in ``wait`` and gates workers on meta.
@@ -44,6 +47,7 @@ SUFFIXES: tuple[str, ...] = (
     "repeat",
     "metrics:completed",
     "metrics:failed",
+    "schedulers:paused",
 )
 
 #: The companion keys of a job hash, ``<jobKey>:<part>`` (docs/protocol.md §1.3).

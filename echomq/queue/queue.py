@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .._version import __version__
 from ..clock import system_clock
 from ..errors import InvalidInputError
 from ..protocol.codec import text
-from ..protocol.keys import DEFAULT_PREFIX, QueueKeys
+from ..protocol.keys import DEFAULT_PREFIX, META_VERSION, QueueKeys
 from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
 from ..protocol.options import lookup_job_id
 from ..transport.connection import Connection, Connections
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 
 
 #: What this library writes to meta ``version`` (BullMQ writes ``bullmq:<version>``).
-META_VERSION = f"echomq-python:{__version__}"
 
 
 class Queue:

@@ -1,4 +1,5 @@
-"""What the scheduler hands back: a scheduler's record and the iteration an upsert created.
+"""What the scheduler hands back: a scheduler's record, the iteration an upsert created, and
+the runs ``history`` reads.
 
 Both are plain frozen dataclasses built from what is in Redis, whoever wrote it (EchoMQ or a
 BullMQ 6.7 app): numbers are stored as decimal strings, ``data`` as the producer's JSON text and
@@ -15,6 +16,7 @@ from ..errors import InvalidScheduleError
 from ..protocol.codec import int_or_none, json_or_text, text
 from ..protocol.options import backoff_as_dict, decode_job_options
 from .cron import tzinfo_for
+from .misfire import Misfire
 
 
 def millis_to_datetime(millis: int, tz: str | None = None) -> datetime:
@@ -60,7 +62,9 @@ class SchedulerRecord:
     ``key`` is what BullMQ's getJobSchedulers reports as ``key`` (the scheduler id) and what
     ``JobScheduler.remove_by_key`` takes. ``next_millis`` is the due time of the pending
     iteration (after the last one, when a limit was reached, it is the last one's time).
-    ``template_opts`` are snake_case job options (docs/protocol.md §2.2).
+    ``template_opts`` are snake_case job options (docs/protocol.md §2.2). ``paused`` is True
+    while ``JobScheduler.pause`` holds it (its pending iteration parked, docs/protocol.md §4.6);
+    ``next_millis`` is then the parked slot.
     """
 
     id: str
@@ -74,7 +78,13 @@ class SchedulerRecord:
     end_date: int | None = None
     limit: int | None = None
     offset: int | None = None
+    paused: bool = False
     raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def misfire(self) -> Misfire:
+        """The missed-run policy (``run_once`` unless the upsert gave another, docs/scheduler.md)."""
+        return Misfire.stored(self.raw)
 
     @property
     def template_data(self) -> Any:
@@ -126,7 +136,8 @@ class SchedulerRecord:
         return None if self.next_millis is None else millis_to_datetime(self.next_millis, self.tz)
 
     @classmethod
-    def from_hash(cls, scheduler_id: str, raw: dict[str, str], next_millis: int | None) -> SchedulerRecord:
+    def from_hash(cls, scheduler_id: str, raw: dict[str, str], next_millis: int | None,
+                  paused: bool = False) -> SchedulerRecord:
         get = raw.get
         try:  # fast path: every number is a plain decimal integer, as both runtimes write them
             numbers = [int(v) if v else None for v in
@@ -135,18 +146,18 @@ class SchedulerRecord:
             numbers = [int_or_none(raw.get(name)) for name in _NUMBER_FIELDS]
         ic, every, start, end, limit, offset = numbers
         return cls(scheduler_id, get("name", scheduler_id), next_millis, ic, every, get("pattern") or None,
-                   get("tz") or None, start, end, limit, offset, raw)
+                   get("tz") or None, start, end, limit, offset, paused, raw)
 
     @classmethod
-    def from_flat(cls, member: Any, score: Any, flat: list[Any]) -> SchedulerRecord:
-        """From a script reply: the member, its score and a flat HGETALL (bytes or str)."""
+    def from_flat(cls, member: Any, score: Any, flat: list[Any], paused: Any = 0) -> SchedulerRecord:
+        """From a script reply: the member, its score, a flat HGETALL (bytes or str), paused 1/0."""
         items = iter(flat)
         raw = {text(k): text(v) for k, v in zip(items, items)}
-        return cls.from_hash(text(member), raw, int_or_none(text(score)))
+        return cls.from_hash(text(member), raw, int_or_none(text(score)), paused == 1)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the CLI's ``--json``): absent fields are left out, as BullMQ does."""
-        out: dict[str, Any] = {"key": self.id, "name": self.name, "next": self.next_millis}
+        out: dict[str, Any] = {"key": self.id, "name": self.name, "next": self.next_millis, "paused": self.paused}
         if self.next_run is not None:
             out["next_utc"] = self.next_run.isoformat()
             if self.tz:
@@ -158,4 +169,54 @@ class SchedulerRecord:
         template = self.template
         if template:
             out["template"] = template
+        misfire = self.misfire
+        if misfire.grace_ms is not None:
+            out["misfire"], out["misfire_grace_ms"] = misfire.policy, misfire.grace_ms
         return out
+
+
+#: The returnvalue of an iteration the worker step did not run (its policy skipped it).
+SKIPPED_RETURNVALUE_KEY = "echomqMisfireSkipped"
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """One run of a scheduler, as its iteration's job hash tells it (``JobScheduler.history``).
+
+    ``slot`` is the time it was due (for a manual run, when ``run_now`` made it); ``start`` and
+    ``finish`` are the job's ``processedOn`` and ``finishedOn`` (epoch ms); ``outcome`` is
+    ``"completed"``, ``"failed"``, ``"skipped"`` (the missed-run policy did not run it) or
+    ``"active"`` (still running); ``duration`` is ``finish - start`` in ms when both are known.
+    """
+
+    job_id: str
+    slot: int
+    start: int | None
+    finish: int | None
+    outcome: str
+    duration: int | None
+    manual: bool = False
+    failed_reason: str | None = None
+
+    @classmethod
+    def from_fields(cls, job_id: str, slot: int, manual: bool, fields: list[Any]) -> ScheduleRun | None:
+        """From HMGET processedOn, finishedOn, failedReason, returnvalue and the name of the set
+        it was found in (None when it never started: it is no run)."""
+        processed, finished, reason, value, where = (None if v is None else text(v) for v in fields)
+        start, finish = int_or_none(processed), int_or_none(finished)
+        if where == "failed":
+            outcome = "failed"
+        elif where == "completed":
+            outcome = "skipped" if value is not None and SKIPPED_RETURNVALUE_KEY in value else "completed"
+        elif start is not None:
+            outcome = "active"
+        else:
+            return None
+        duration = finish - start if start is not None and finish is not None else None
+        return cls(job_id, slot, start, finish, outcome, duration, manual, reason if outcome == "failed" else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (the CLI's ``--json``)."""
+        return {"job_id": self.job_id, "slot": self.slot, "start": self.start, "finish": self.finish,
+                "outcome": self.outcome, "duration": self.duration, "manual": self.manual,
+                "failed_reason": self.failed_reason}

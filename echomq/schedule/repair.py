@@ -13,7 +13,10 @@ repairs each scheduler whose current iteration ``repeat:<id>:<score>`` is
   the step would have placed it (``step.plan_next``; the count goes on from the job's opts, or
   from the hash's ``ic`` when the job is gone).
 
-A schedule that has ended (limit reached, end date past, no tick left) is not touched. The
+A scheduler's ``run_all`` missed-run policy applies here too: the slots missed within its grace
+(the lost iteration's own, when it never ran) are placed before the next one, as the step places
+them. A schedule that has ended (limit reached, end date past, no tick left), or a paused one,
+is not touched. The
 check is repeated and the iteration created in one script, ``repairJobScheduler``; with
 deterministic iteration ids, two repairs at once, or a repair racing the worker step, leave
 exactly one pending iteration. Each repair is logged as a WARNING naming the scheduler.
@@ -35,8 +38,9 @@ from ..protocol.keys import QueueKeys
 from ..transport.calls import run_script
 from ..transport.connection import CONNECTION_ERRORS
 from ..transport.scripts import script
+from .misfire import Misfire
 from .records import Iteration
-from .step import StepPlan, plan_next
+from .step import StepPlan, catch_up_placements, plan_next, slots_after, stored_limit
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,8 @@ class RepairPlan:
     """One scheduler found without a pending iteration, and what to place for it.
 
     ``mode`` is ``"same"`` (recreate the lost iteration at ``score``) or ``"next"`` (place the
-    one after it); ``why`` says what the current iteration was, for the log line.
+    one after it); ``why`` says what the current iteration was, for the log line; ``catch_up``
+    the missed slots a ``run_all`` policy places before the next one.
     """
 
     scheduler_id: str
@@ -77,6 +82,7 @@ class RepairPlan:
     mode: str
     step: StepPlan
     why: str
+    catch_up: tuple[dict[str, Any], ...] = ()
 
 
 class SchedulerRepair:
@@ -150,7 +156,7 @@ class SchedulerRepair:
             self.client, self._repair.script, self._repair.keys,
             [plan.scheduler_id, plan.score, plan.mode, step.next_arg if plan.mode == "next" else "",
              encode_json(step.opts), now_ms, self.keys.job_prefix, "" if step.end_ms is None else step.end_ms,
-             self.grace_ms],
+             self.grace_ms, encode_json(list(plan.catch_up)) if plan.catch_up else ""],
         )
         if not isinstance(result, list):
             return None
@@ -179,20 +185,25 @@ class SchedulerRepair:
         missing = state[0] is None
         mode = "same" if missing and score > now_ms else "next"
         try:
-            if missing:
-                step = plan_next(self._opts_from_hash(scheduler, score), sid, now_ms, base_count=ic,
-                                 same_slot=score if mode == "same" else None)
-            else:
-                previous = job_hash.stored_opts({"opts": state[3] or ""})
-                step = plan_next(previous, sid, now_ms)
+            previous = self.opts_from_hash(scheduler, score) if missing else \
+                job_hash.stored_opts({"opts": state[3] or ""})
+            step = plan_next(previous, sid, now_ms, base_count=ic if missing else None,
+                             same_slot=score if mode == "same" else None)
+            catch_up: list[dict[str, Any]] = []
+            misfire = Misfire.stored(scheduler)
+            if step is not None and mode == "next" and misfire.policy == "run_all":
+                slots = misfire.catch_up(score, now_ms, slots_after(previous, score))
+                if missing and misfire.runs_late(score, now_ms):  # the lost one never ran
+                    slots.insert(0, score)
+                catch_up = catch_up_placements(step, slots, stored_limit(previous))
         except InvalidInputError as exc:
             log.warning("scheduler %r of queue %s has no pending iteration (%s) and cannot be repaired: %s",
                         sid, self.keys.queue_name, why, exc)
             return None
-        return None if step is None else RepairPlan(sid, score, mode, step, why)
+        return None if step is None else RepairPlan(sid, score, mode, step, why, tuple(catch_up))
 
     @staticmethod
-    def _opts_from_hash(scheduler: dict[str, str], score: int) -> dict[str, Any]:
+    def opts_from_hash(scheduler: dict[str, str], score: int) -> dict[str, Any]:
         """An iteration's opts rebuilt from the scheduler hash, for a lost iteration: the
         template, and ``repeat`` from the hash's fields (docs/protocol.md §4.1)."""
         try:

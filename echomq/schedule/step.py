@@ -15,7 +15,7 @@ next tick is computed here and passed in.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..protocol.options import backoff_as_dict
@@ -107,3 +107,66 @@ def plan_next(prev_opts: Mapping[str, Any], scheduler_id: str, now: int, *, base
         repeat["endDate"] = end_ms
     new_opts["repeat"] = {**repeat, "count": count}
     return StepPlan(next_arg, new_opts, end_ms)
+
+
+def slots_after(prev_opts: Mapping[str, Any], slot: int) -> Callable[[int], int | None]:
+    """The schedule's "first slot strictly after t" of an iteration due at ``slot``, from its
+    opts as the step reads them: ``every`` keeps the phase of ``slot`` (as the scripts'
+    catch-up does, docs/protocol.md §4.2), a pattern ticks as cron defines it in its zone."""
+    stored = prev_opts.get("repeat")
+    repeat: Mapping[str, Any] = stored if isinstance(stored, Mapping) else {}
+    every = _number(repeat.get("every"))
+    end_ms = _date("endDate", repeat.get("endDate"))
+    if every:
+        period = whole("every", every, 1, MAX_SAFE_INTEGER)
+
+        def after_every(t: int) -> int | None:
+            nxt = slot + (max(t - slot, -1) // period + 1) * period
+            return None if end_ms is not None and nxt > end_ms else nxt
+        return after_every
+    cron = RepeatSpec.parse({"pattern": repeat.get("pattern"), "tz": repeat.get("tz"),
+                             "start_date": _date("startDate", repeat.get("startDate")), "end_date": end_ms},
+                            reading=True)
+    return cron.next_millis
+
+
+def iterations_at(plan: StepPlan, slots: list[int], first_count: int, *, limit: int | None = None
+                  ) -> list[dict[str, Any]]:
+    """The ``{"at", "opts"}`` placements of new iterations at ``slots`` (oldest first), their
+    ``repeat.count`` going on from ``first_count``, cut where ``limit`` would be passed: the
+    opts are the plan's, with each one's slot as ``prevMillis`` for a pattern."""
+    placements: list[dict[str, Any]] = []
+    for offset, at in enumerate(slots):
+        count = first_count + offset
+        if limit is not None and count > limit:
+            break
+        opts = {**plan.opts, "repeat": {**plan.opts["repeat"], "count": count}}
+        if "prevMillis" in opts:
+            opts["prevMillis"] = at
+        placements.append({"at": at, "opts": opts})
+    return placements
+
+
+def catch_up_placements(plan: StepPlan, slots: list[int], limit: int | None) -> list[dict[str, Any]]:
+    """The placements of a ``run_all`` policy's missed ``slots`` before the plan's next iteration,
+    as many as ``limit`` leaves room for beside it; the plan's own ``repeat.count`` moves past
+    them (docs/protocol.md §4.6)."""
+    first = plan.opts["repeat"]["count"]
+    room = len(slots) if limit is None else max(0, min(len(slots), limit - first))
+    placements = iterations_at(plan, slots[:room], first)
+    plan.opts["repeat"]["count"] = first + room
+    return placements
+
+
+def stored_limit(prev_opts: Mapping[str, Any]) -> int | None:
+    """The ``repeat.limit`` of an iteration's opts, read as the step reads it."""
+    stored = prev_opts.get("repeat")
+    raw = stored.get("limit") if isinstance(stored, Mapping) else None
+    return None if raw is None else whole("limit", _number(raw), 0, MAX_SAFE_INTEGER)
+
+
+def stored_count(prev_opts: Mapping[str, Any]) -> int:
+    """The ``repeat.count`` of an iteration's opts (0 when it has none)."""
+    stored = prev_opts.get("repeat")
+    raw = stored.get("count", 0) if isinstance(stored, Mapping) else 0
+    return whole("count", _number(raw), 0, MAX_SAFE_INTEGER)

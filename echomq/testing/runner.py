@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..protocol import job_hash
-from ..protocol.codec import encode_json_like_js, int_or_none
+from ..protocol.codec import encode_json_like_js, int_or_none, json_or_text, text
 from ..queue.queue import Queue
 from ..types import BackoffStrategy, Clock, KeepRule, Processor
 from ..worker.active_job import ActiveJob
@@ -221,16 +221,22 @@ class Runner:
     def _outcome(self, lane: _Lane, job_id: str, fields: Mapping[str, str]) -> JobRun:
         told = lane.told
         outcome = told.outcome
-        if outcome is None:  # nothing recorded: parked for its children, or the final move was refused
-            parked = lane.client.zscore(lane.keys.waiting_children, job_id) is not None
-            outcome = Outcome.WAITING_CHILDREN if parked else Outcome.UNFINISHED
+        value = None
+        if outcome is None:  # nothing recorded: parked for its children, completed without running
+            # (its scheduler's missed-run policy skipped it, docs/scheduler.md), or the final
+            # move was refused
+            if lane.client.zscore(lane.keys.completed, job_id) is not None:
+                outcome = Outcome.COMPLETED
+                value = json_or_text(text(lane.client.hget(lane.keys.job(job_id), "returnvalue") or b"null"))
+            else:
+                parked = lane.client.zscore(lane.keys.waiting_children, job_id) is not None
+                outcome = Outcome.WAITING_CHILDREN if parked else Outcome.UNFINISHED
+        elif outcome is Outcome.COMPLETED:
+            value = json.loads(encode_json_like_js(told.result))  # as a reader of the job gets it
         error = told.error
         reason = None
         if error is not None:
             reason = str(error) or type(error).__name__
-        value = None
-        if outcome is Outcome.COMPLETED:
-            value = json.loads(encode_json_like_js(told.result))  # as a reader of the job gets it
         repeat = job_hash.stored_opts(fields).get("repeat")
         tz = repeat.get("tz") if isinstance(repeat, Mapping) else None
         return JobRun(

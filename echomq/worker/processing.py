@@ -30,6 +30,7 @@ from ..errors import EchoMQError, LockError, UnrecoverableError, WaitingChildren
 from ..protocol import job_hash
 from ..protocol.codec import encode_json_like_js, sendable_text
 from ..protocol.keys import QueueKeys
+from ..schedule.records import SKIPPED_RETURNVALUE_KEY
 from ..schedule.repair import STEP_RETRIES, is_transient_step_error
 from ..schedule.runs import IterationRuns
 from ..schedule.scheduler import JobScheduler
@@ -122,7 +123,12 @@ class AttemptRunner:
         self.locks.track(attempt.job_id, token, attempt.taken)
         try:
             if attempt.scheduler_id:
-                self._produce_next_iteration(attempt)
+                late_ms = self._produce_next_iteration(attempt)
+                if late_ms is not None:  # its missed-run policy skips it (docs/scheduler.md)
+                    log.info("worker %s: iteration %s is %d ms late, past its scheduler's grace: completed "
+                             "without running", self.queue_name, attempt.job_id, late_ms)
+                    skipped = encode_json_like_js({SKIPPED_RETURNVALUE_KEY: late_ms})
+                    return self._finish(attempt, lambda fetch: self._complete(attempt, skipped, fetch, None))
                 ran_before = self.iteration_runs.result_of(attempt.job_id)
                 if ran_before is not None:  # a failover lost its completion (schedule/runs.py)
                     log.warning("worker %s: iteration %s ran here already (a failover lost its completion): "
@@ -269,12 +275,13 @@ class AttemptRunner:
         self._count_finished()
         return fetched
 
-    def _produce_next_iteration(self, attempt: Attempt) -> None:
+    def _produce_next_iteration(self, attempt: Attempt) -> int | None:
         """A scheduler's iteration produces the next one as it becomes active, before the
         processor runs. A transient error (OOM, READONLY, a lost connection) is retried a few
         times: the step is idempotent (docs/protocol.md §4.4). What still fails is logged and
         left to the maintenance pass, which repairs the schedule (§4.5); the job itself still
-        runs (docs/worker.md)."""
+        runs (docs/worker.md). Returns how late the iteration is when its scheduler's missed-run
+        policy says it does not run (§4.6), else None."""
         scheduler_id = attempt.scheduler_id
         assert scheduler_id is not None
         backoff: Backoff | None = None
@@ -282,9 +289,9 @@ class AttemptRunner:
             try:
                 if len(scheduler_id.split(":")) >= 5 and not self.client.hexists(self.keys.scheduler(scheduler_id),
                                                                                   "ic"):
-                    return  # a legacy repeatable key, not a job scheduler
-                self.scheduler.produce_next(attempt.job_id)
-                return
+                    return None  # a legacy repeatable key, not a job scheduler
+                result = self.scheduler.step(attempt.job_id, scheduler_id=scheduler_id)
+                return None if result.run else result.late_ms
             except Exception as exc:  # the job runs whatever the step did
                 if retries_left and is_transient_step_error(exc) and not self.stop.is_set():
                     backoff = backoff or Backoff(base=0.05, cap=0.4)
@@ -295,4 +302,5 @@ class AttemptRunner:
                         "worker %s: could not add the next iteration of scheduler %r after job %s (%s: %s); "
                         "left to the maintenance pass", self.queue_name, scheduler_id, attempt.job_id,
                         type(exc).__name__, exc, exc_info=not transient)
-                return
+                return None
+        return None

@@ -3,7 +3,8 @@
   iteration, then replace its hash, so options left out of this upsert disappear. Only the
   iteration count `ic` survives a rewrite (it starts at 1). Fields, in BullMQ 6.7's order and
   each only when it has a value: name, tz, limit, pattern, startDate, endDate, every, offset,
-  opts (when not "{}"), data (when not "{}"), ic.
+  opts (when not "{}"), data (when not "{}"), ic; then EchoMQ's own emqMisfire and
+  emqMisfireGraceMs when the upsert gave a missed-run policy (§4.6).
   opts is the scheduler's options table (cjson-decoded), offset the phase to store (or nil).
 ]]
 -- @include "toIntString"
@@ -27,6 +28,8 @@ local function storeJobScheduler(repeatKey, schedulerKey, schedulerId, nextMilli
   if templateOpts ~= "" and templateOpts ~= "{}" then add("opts", templateOpts) end
   if templateData ~= "" and templateData ~= "{}" then add("data", templateData) end
   add("ic", redis.call("HGET", schedulerKey, "ic") or "1")
+  add("emqMisfire", opts["emqMisfire"])
+  if opts["emqMisfireGraceMs"] then add("emqMisfireGraceMs", toIntString(opts["emqMisfireGraceMs"])) end
   redis.call("DEL", schedulerKey)
   redis.call("HSET", schedulerKey, unpack(fields))
 end

@@ -117,3 +117,41 @@ def test_upsert_of_a_new_scheduler_has_nothing_to_keep(capsys, url_connection, s
     assert code == 0 and "kept" not in out
     record = JobScheduler(url_connection, queue_name).get("fresh")
     assert record is not None and record.name == "fresh" and record.template == {}
+
+
+def test_pause_resume_run_now_history(capsys, url_connection, server_url, queue_name):
+    common = ("--queue", queue_name, "--redis", server_url)
+    run(capsys, "schedulers", "upsert", "nightly", *common, "--pattern", "0 2 * * *", "--misfire", "skip",
+        "--misfire-grace-ms", "600000")
+    assert run(capsys, "schedulers", "pause", "nightly", *common) == (0, "paused nightly\n", "")
+    assert run(capsys, "schedulers", "pause", "nightly", *common) == (0, "nightly was paused already\n", "")
+    code, out, _ = run(capsys, "schedulers", "list", *common)
+    assert out.splitlines()[0].split()[-1] == "STATE" and out.splitlines()[1].split()[-1] == "paused"
+    code, out, _ = run(capsys, "schedulers", "get", "nightly", *common, "--json")
+    record = json.loads(out)
+    assert record["paused"] is True and (record["misfire"], record["misfire_grace_ms"]) == ("skip", 600000)
+    code, out, _ = run(capsys, "schedulers", "upsert", "nightly", *common, "--pattern", "0 3 * * *")
+    assert "kept the existing job name and missed-run policy" in out and out.splitlines()[-1].endswith("paused")
+    assert JobScheduler(url_connection, queue_name).get("nightly").misfire == ("skip", 600000)  # type: ignore[union-attr]
+    code, out, _ = run(capsys, "schedulers", "run-now", "nightly", *common, "--json")
+    job_id = json.loads(out)["job_id"]
+    assert code == 0 and job_id.startswith("repeat:nightly:manual-")
+    assert run(capsys, "schedulers", "resume", "nightly", *common, "--json") == (
+        0, '{"paused": false, "changed": true}\n', "")
+    assert run(capsys, "schedulers", "resume", "nightly", *common) == (0, "nightly was not paused\n", "")
+    code, out, _ = run(capsys, "schedulers", "history", "nightly", *common)
+    assert code == 0 and out.split() == ["JOB", "SLOT", "(UTC)", "START", "(UTC)", "DURATION", "OUTCOME"]
+    assert run(capsys, "schedulers", "history", "nightly", *common, "--json")[1] == "[]\n"
+
+
+def test_operating_an_unknown_scheduler_is_one_line_and_status_1(capsys, url_connection, server_url, queue_name):
+    from echomq.cli import main
+
+    for command in ("pause", "resume", "run-now", "history"):
+        assert main(["schedulers", command, "ghost", "--queue", queue_name, "--redis", server_url]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"echomq schedulers {command}: not found:" in err and "'ghost'" in err
+    assert main(["schedulers", "upsert", "x", "--every", "1000", "--misfire", "skip", "--misfire-grace-ms", "-5",
+                 "--queue", queue_name, "--redis", server_url]) == 2
+    assert "misfire_grace_ms=-5: must be within" in capsys.readouterr().err
+    assert not url_connection.exists(f"emq:{{{queue_name}}}:repeat")

@@ -89,3 +89,36 @@ def test_parse_schedules_refuses_what_is_not_a_declaration() -> None:
     with pytest.raises(InvalidScheduleError, match=r"unknown key\(s\) cron"):
         parse_schedules({"nightly": {"queue": "q", "cron": "0 2 * * *"}})
     assert [s.job_name for s in parse_schedules({"nightly": {"queue": "q", "every": 1000}})] == ["nightly"]
+
+
+def test_declared_paused_and_misfire_are_kept_by_the_sync(connection: redis.Redis, queue_name: str) -> None:
+    """``paused`` given is enforced, left out leaves an operator's pause alone; ``misfire`` is
+    stored and a changed one is an update that names it."""
+    entry = {"queue": queue_name, "every": 60_000, "paused": True, "misfire": "skip", "misfire_grace_ms": 5000}
+    assert sync_schedules(connection, "emq", {"s": entry}) == [Change("create", queue_name, "s")]
+    sched = JobScheduler(connection, queue_name)
+    record = sched.get("s")
+    assert record is not None and record.paused and record.misfire == ("skip", 5000)
+    assert connection.llen(sched.keys.wait) == 0 and connection.zcard(sched.keys.delayed) == 0, \
+        "created paused in one step: its first iteration was never where a worker looks"
+    assert sync_schedules(connection, "emq", {"s": entry}) == []
+
+    unmanaged = {k: v for k, v in entry.items() if k != "paused"}
+    assert sync_schedules(connection, "emq", {"s": unmanaged}) == [], "left out: the pause is left alone"
+    assert sched.get("s").paused  # type: ignore[union-attr]
+    resumed = {**entry, "paused": False, "misfire": "run_all"}
+    assert sync_schedules(connection, "emq", {"s": resumed}) == [Change("update", queue_name, "s",
+                                                                        ("misfire", "paused"))]
+    record = sched.get("s")
+    assert record is not None and not record.paused and record.misfire == ("run_all", 5000)
+    sched.pause("s")  # an operator's pause, then a deploy that declares it running again
+    assert sync_schedules(connection, "emq", {"s": resumed}) == [Change("update", queue_name, "s", ("paused",))]
+    assert sched.get("s").paused is False  # type: ignore[union-attr]
+
+
+def test_declared_pause_and_misfire_refuse_bad_values() -> None:
+    for bad, message in (({"paused": "yes"}, "paused='yes': must be True or False"),
+                         ({"misfire": "never"}, "misfire='never': unknown policy"),
+                         ({"misfire": "skip", "misfire_grace_ms": -1}, "misfire_grace_ms=-1: must be within")):
+        with pytest.raises(InvalidScheduleError, match=f"schedule 's': {message}"):
+            parse_schedules({"s": {"queue": "q", "every": 1000, **bad}})

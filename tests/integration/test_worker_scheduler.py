@@ -137,7 +137,7 @@ def test_a_failed_step_is_repaired_by_the_maintenance_pass(connection: redis.Red
                                                            monkeypatch: Any, caplog: Any) -> None:
     """The step fails for good once (an error reply the worker does not retry): the iteration
     runs, the maintenance pass places the next one, and the schedule goes on (§4.5)."""
-    real_step = JobScheduler.produce_next
+    real_step = JobScheduler.step
     failures: list[str] = []
 
     def fail_once(self: JobScheduler, job_id: str, **kw: Any) -> Any:
@@ -146,7 +146,7 @@ def test_a_failed_step_is_repaired_by_the_maintenance_pass(connection: redis.Red
             raise redis.ResponseError("ERR injected: the step's script was refused")
         return real_step(self, job_id, **kw)
 
-    monkeypatch.setattr(JobScheduler, "produce_next", fail_once)
+    monkeypatch.setattr(JobScheduler, "step", fail_once)
     JobScheduler(connection, queue_name).upsert("heal", {"every": EVERY}, "heal")
     ran: list[str] = []
     with caplog.at_level(logging.WARNING, logger="echomq"), \
@@ -162,7 +162,7 @@ def test_a_failed_step_is_repaired_by_the_maintenance_pass(connection: redis.Red
 def test_a_transient_step_error_is_retried_not_left_behind(connection: redis.Redis, queue_name: str,
                                                            monkeypatch: Any, caplog: Any) -> None:
     """OOM twice, then the step passes: retried at once, no repair needed (§4.4, "A failed step")."""
-    real_step = JobScheduler.produce_next
+    real_step = JobScheduler.step
     refused: list[str] = []
 
     def oom_twice(self: JobScheduler, job_id: str, **kw: Any) -> Any:
@@ -171,7 +171,7 @@ def test_a_transient_step_error_is_retried_not_left_behind(connection: redis.Red
             raise redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
         return real_step(self, job_id, **kw)
 
-    monkeypatch.setattr(JobScheduler, "produce_next", oom_twice)
+    monkeypatch.setattr(JobScheduler, "step", oom_twice)
     first = JobScheduler(connection, queue_name).upsert("retry", {"every": EVERY}, "retry")
     ran: list[str] = []
     with caplog.at_level(logging.WARNING, logger="echomq"), \

@@ -200,3 +200,19 @@ def test_remove_priority_and_delay_through_the_board(connection, queue_name, job
     code, _ = board.call("PUT", board.queue_path("clean", "failed"))
     assert code == 200 and queue.get_job(old.id) is None
     assert [job.id for job in queue.get_jobs("failed")] == [jobs["failed"]]
+
+
+def test_a_paused_schedule_on_the_board(connection, queue_name, board):
+    """A paused EchoMQ schedule (docs/protocol.md §4.6): its parked iteration is in no state the
+    board lists or counts; after resume it is delayed again, at its slot."""
+    from echomq import JobScheduler
+
+    sched = JobScheduler(connection, queue_name)
+    it = sched.upsert("hourly", {"every": HOUR_MS, "start_date": system_clock() + HOUR_MS}, "sync")
+    assert it is not None and sched.pause("hourly") is True
+    delayed = board.listing("delayed")
+    assert sum(delayed["counts"].values()) == 0 and delayed["jobs"] == []
+    assert board.listing("latest")["jobs"] == []
+    assert sched.resume("hourly") is True
+    [job] = board.listing("delayed")["jobs"]
+    assert job["id"] == it.job_id and board.listing("delayed")["counts"]["delayed"] == 1

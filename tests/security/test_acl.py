@@ -50,7 +50,8 @@ ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "worker": ("moveToActive", "moveToFinished", "moveToDelayed", "retryJob", "moveToWaitingChildren",
                "extendLocks", "moveStalledJobsToWait", "updateJobScheduler", "repairJobScheduler",
                "updateProgress", "addLog"),
-    "scheduler": ("addJobScheduler", "removeJobScheduler", "getJobScheduler", "getJobSchedulers"),
+    "scheduler": ("addJobScheduler", "removeJobScheduler", "getJobScheduler", "getJobSchedulers",
+                  "pauseJobScheduler", "resumeJobScheduler", "runJobSchedulerNow"),
     "events": (),
     "readonly": ("getJobScheduler", "getJobSchedulers"),
 }
@@ -61,7 +62,9 @@ ROLE_OWN_COMMANDS: dict[str, tuple[str, ...]] = {
     # The marker wait, its named connection and its cut; the scheduler step and repair's reads.
     "worker": ("evalsha", "script|load", "bzpopmin", "client|setname", "client|id", "client|unblock",
                "hexists", "hmget", "hgetall", "zrange"),
-    "scheduler": ("evalsha", "script|load", "zcard"),
+    # count; the reads of resume, run_now and history (docs/protocol.md §4.6).
+    "scheduler": ("evalsha", "script|load", "zcard", "zscore", "hgetall", "hmget", "hget", "zrevrange",
+                  "lrange"),
     # The reads, the named connection and its cut, INFO at each connect (who serves the stream).
     "events": ("xread", "xrevrange", "xinfo|stream", "info", "client|setname", "client|id", "client|unblock"),
     # events tail, schedulers list and get.
@@ -82,8 +85,9 @@ RULES: dict[str, tuple[str, ...]] = {
                "+rpoplpush", "+rpush", "+sadd", "+scard", "+set", "+sismember", "+smembers", "+srem", "+xadd",
                "+xtrim", "+zadd", "+zcard", "+zpopmin", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyrank",
                "+zrevrange", "+zrevrangebyscore", "+zscore"),
-    "scheduler": (KEYS, "+evalsha", "+script|load", "+del", "+exists", "+get", "+hget", "+hgetall", "+hmget",
-                  "+hset", "+incr", "+llen", "+lpos", "+lpush", "+lrem", "+rpush", "+xadd", "+zadd", "+zcard",
+    "scheduler": (KEYS, "+evalsha", "+script|load", "+del", "+exists", "+get", "+hget", "+hgetall", "+hincrby",
+                  "+hmget", "+hset", "+incr", "+llen", "+lpos", "+lpush", "+lrange", "+lrem", "+rpush", "+xadd",
+                  "+zadd", "+zcard",
                   "+zrange", "+zrem", "+zrevrange", "+zrevrangebyscore", "+zscore"),
     "events": (READ_KEYS, "+xread", "+xrevrange", "+xinfo|stream", "+info", "+client|setname", "+client|id",
                "+client|unblock"),
@@ -197,6 +201,8 @@ def test_every_role_works_end_to_end_under_its_rule_alone(acl: Acl, capsys: pyte
         assert schedules.upsert("tick", {"every": 500}, "tick", {"n": 1}) is not None
         record = schedules.get("tick")
         assert record is not None and record.every == 500
+        assert schedules.pause("tick") is True and schedules.resume("tick") is True  # §4.6, as this user
+        assert schedules.history("tick") == [] and schedules.run_now("tick").startswith("repeat:tick:manual-")
         assert [r.id for r in schedules.list()] == ["tick"] and schedules.count() == 1
 
         plain = queue.add("email", {"to": "a@b.c"})
