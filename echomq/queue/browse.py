@@ -17,8 +17,8 @@ from typing import Any
 import redis
 
 from ..errors import InvalidInputError
-from ..protocol.codec import int_or_none, text
-from ..protocol.keys import QueueKeys, iteration_job_id, job_key
+from ..protocol.codec import text
+from ..protocol.keys import QueueKeys, job_key
 from ..transport.keyspace import run_commands
 from ..transport.refusals import refusals
 from .global_limits import _stored_int
@@ -86,49 +86,6 @@ def split_job_key(key: str) -> tuple[str, str, str] | None:
     if not brace or not close or not head or not queue or not job_id:
         return None
     return head, queue, job_id
-
-
-@dataclass(frozen=True)
-class IterationOutcome:
-    """One finished iteration of a scheduler: its job id, due time, state and when it ended."""
-
-    job_id: str
-    due_ms: int | None
-    state: str
-    finished_on: int | None
-    failed_reason: str | None
-
-
-def recent_iterations(client: redis.Redis, keys: QueueKeys, scheduler_ids: Sequence[str],
-                      window: int = 200) -> dict[str, list[IterationOutcome]]:
-    """The iterations of each scheduler among the ``window`` newest completed and failed jobs of
-    the queue, newest first. An iteration's id is ``repeat:<scheduler id>:<due ms>``
-    (docs/protocol.md §2.1), so the ids alone tell whose it is; only those jobs' hashes are read."""
-    _check_window("recent_iterations", window)
-    pipe = client.pipeline(transaction=False)
-    pipe.zrevrange(keys.completed, 0, window - 1, withscores=True)
-    pipe.zrevrange(keys.failed, 0, window - 1, withscores=True)
-    with refusals("recent_iterations", [keys.completed]):
-        completed, failed = pipe.execute()
-    heads = {iteration_job_id(sid, 0)[:-1]: sid for sid in scheduler_ids}
-    found: list[tuple[str, str, str, float]] = []
-    for state, members in (("completed", completed), ("failed", failed)):
-        for raw, score in members:
-            job_id = text(raw)
-            head, _sep, _due = job_id.rpartition(":")
-            sid = heads.get(head + ":") if head else None
-            if sid is not None:
-                found.append((sid, job_id, state, score))
-    found.sort(key=lambda item: -item[3])
-    reasons = run_commands(client, [("HGET", keys.job(job_id), "failedReason") for _s, job_id, state, _t in found
-                                    if state == "failed"]) if found else []
-    by_reason = iter(reasons)
-    outcomes: dict[str, list[IterationOutcome]] = {sid: [] for sid in scheduler_ids}
-    for sid, job_id, state, score in found:
-        reason = next(by_reason) if state == "failed" else None
-        outcomes[sid].append(IterationOutcome(job_id, int_or_none(job_id.rpartition(":")[2]), state, int(score),
-                                              None if reason is None else text(reason)))
-    return outcomes
 
 
 def parent_job_key(parent: dict[str, Any] | None) -> str | None:

@@ -32,6 +32,11 @@ from .step import iterations_at, plan_next, slots_after, stored_limit
 HISTORY_SCAN = 1000
 #: The most runs ``history`` returns.
 MAX_HISTORY = 1000
+def _history_limit(limit: Any) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY:
+        raise InvalidInputError(f"limit={limit!r}: must be an int in 1..{MAX_HISTORY}")
+
+
 #: How often ``resume`` plans again when the schedule moved under it.
 _RESUME_TRIES = 5
 
@@ -164,36 +169,45 @@ class ScheduleOperations:
         iteration deleted on completion (``remove_on_complete``) is not in it.
         """
         sid = scheduler_id_arg(scheduler_id)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY:
-            raise InvalidInputError(f"limit={limit!r}: must be an int in 1..{MAX_HISTORY}")
+        _history_limit(limit)
+        if self.client.zscore(self.keys.repeat, sid) is None:
+            raise self._not_found("history", sid)
+        return self.histories([sid], limit)[sid]
+
+    def histories(self, scheduler_ids: list[str], limit: int = 20) -> dict[str, list[ScheduleRun]]:
+        """``history`` of several schedulers in one pass over the same windows (a page listing
+        schedulers reads the three windows once, not once per schedule); an id without runs, or
+        with no scheduler, maps to []."""
+        sids = [scheduler_id_arg(sid) for sid in scheduler_ids]
+        _history_limit(limit)
         pipe = self.client.pipeline(transaction=False)
-        pipe.zscore(self.keys.repeat, sid)
         pipe.zrevrange(self.keys.completed, 0, HISTORY_SCAN - 1)
         pipe.zrevrange(self.keys.failed, 0, HISTORY_SCAN - 1)
         pipe.lrange(self.keys.active, 0, HISTORY_SCAN - 1)
-        score, completed, failed, active = pipe.execute()
-        if score is None:
-            raise self._not_found("history", sid)
-        head = f"repeat:{sid}:"
-        found: dict[str, tuple[int, bool, str]] = {}
+        completed, failed, active = pipe.execute()
+        heads = {f"repeat:{sid}:": sid for sid in sids}
+        found: dict[str, tuple[str, int, bool, str]] = {}
         for where, ids in (("active", active), ("failed", failed), ("completed", completed)):
             for raw_id in ids:
                 job_id = text(raw_id)
-                if not job_id.startswith(head):
+                head, _sep, tail = job_id.rpartition(":")
+                sid = heads.get(head + ":")
+                if sid is None:
                     continue
-                tail = job_id[len(head):]
                 manual = tail.startswith("manual-")
                 digits = tail[len("manual-"):] if manual else tail
                 if digits.isdigit() and digits.isascii():
-                    found.setdefault(job_id, (int(digits), manual, where))
+                    found.setdefault(job_id, (sid, int(digits), manual, where))
         pipe = self.client.pipeline(transaction=False)
         for job_id in found:
             pipe.hmget(self.keys.job(job_id), ["processedOn", "finishedOn", "failedReason", "returnvalue"])
-        runs = []
-        for (job_id, (slot, manual, where)), fields in zip(found.items(), pipe.execute() if found else []):
+        runs: dict[str, list[ScheduleRun]] = {sid: [] for sid in sids}
+        for (job_id, (sid, slot, manual, where)), fields in zip(found.items(), pipe.execute() if found else []):
             run = ScheduleRun.from_fields(job_id, slot, manual, [*fields, where])
             if run is not None:
-                runs.append(run)
-        runs.sort(key=lambda run: (run.start if run.start is not None else run.slot, run.slot), reverse=True)
-        return runs[:limit]
+                runs[sid].append(run)
+        for sid, listed in runs.items():
+            listed.sort(key=lambda run: (run.start if run.start is not None else run.slot, run.slot), reverse=True)
+            runs[sid] = listed[:limit]
+        return runs
 

@@ -302,6 +302,39 @@ def test_schedulers_with_their_next_runs_and_outcomes(connection: redis.Redis, p
     assert f"/job?q=reports&amp;id=repeat%3Atick%3A{tick.next_millis}" in tick_row
 
 
+def test_a_schedule_is_paused_resumed_and_run_now_from_its_page(connection: redis.Redis, prefix: str) -> None:
+    scheduler = JobScheduler(connection, "reports", prefix=prefix)
+    scheduler.upsert("hourly", {"every": 3_600_000, "start_date": 10**13}, "report", misfire="skip",
+                     misfire_grace_ms=300_000)
+    client = Client(Dashboard(connection, prefix=prefix))
+    page = client.get("/schedulers?q=reports")
+    body = page.get_data(as_text=True)
+    assert "missed runs: skip within 5.0 min" in body and ">running<" in body
+    buttons = [attrs.get("action") for tag, attrs in tags_of(body) if tag == "form"]
+    assert "/action/pause-scheduler" in buttons and "/action/resume-scheduler" not in buttons
+    token = token_of(page)
+
+    def post(action: str, **form: str) -> str:
+        return client.post(f"/action/{action}", data={"queue": "reports", "csrf": token, **form},
+                           follow_redirects=True).get_data(as_text=True)
+
+    assert "scheduler &#39;hourly&#39; paused" in post("pause-scheduler", scheduler="hourly")
+    assert scheduler.get("hourly").paused
+    body = client.get("/schedulers?q=reports").get_data(as_text=True)
+    buttons = [attrs.get("action") for tag, attrs in tags_of(body) if tag == "form"]
+    assert ">paused<" in body and "/action/resume-scheduler" in buttons and "/action/pause-scheduler" not in buttons
+    assert "was paused already" in post("pause-scheduler", scheduler="hourly")
+    ran = post("run-scheduler-now", scheduler="hourly")
+    manual = Queue(connection, "reports", prefix=prefix).get_jobs("waiting")
+    assert len(manual) == 1 and manual[0].id.startswith("repeat:hourly:manual-")
+    assert repr(manual[0].id) in html.unescape(ran)
+    assert "resumed" in post("resume-scheduler", scheduler="hourly") and not scheduler.get("hourly").paused
+    assert "was not paused" in post("resume-scheduler", scheduler="hourly")
+    refused = post("pause-scheduler", scheduler="nope")
+    assert 'class="flash error"' in refused and "no job scheduler &#39;nope&#39;" in refused
+    assert 'class="flash error"' in post("run-scheduler-now") and scheduler.count() == 1
+
+
 def test_throughput_chart_from_the_metrics_keys(connection: redis.Redis, prefix: str) -> None:
     queue = Queue(connection, "orders", prefix=prefix)
     client = Client(Dashboard(connection, prefix=prefix))

@@ -19,6 +19,7 @@ from ...errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from ...processes.arguments import duration_ms
 from ...protocol.states import CLEANABLE
 from ...queue import Queue
+from ...schedule import JobScheduler
 
 #: Jobs per script call of the bulk actions: about a millisecond of Redis's time per call.
 BULK_BATCH = 100
@@ -119,6 +120,37 @@ def _drain(queue: Queue, fields: Mapping[str, str]) -> str:
     return f"removed {_plural(queue.drain(include_delayed=delayed))} waiting{' and delayed' if delayed else ''}"
 
 
+def _scheduler(queue: Queue, fields: Mapping[str, str]) -> tuple[JobScheduler, str]:
+    scheduler_id = fields.get("scheduler", "")
+    if not scheduler_id:
+        raise InvalidInputError("no scheduler id given")
+    return JobScheduler(queue.client, queue.name, prefix=queue.prefix), scheduler_id
+
+
+def _pause_scheduler(queue: Queue, fields: Mapping[str, str]) -> str:
+    scheduler, scheduler_id = _scheduler(queue, fields)
+    if not scheduler.pause(scheduler_id):
+        return f"scheduler {scheduler_id!r} was paused already"
+    return f"scheduler {scheduler_id!r} paused: no worker runs it until it is resumed"
+
+
+def _resume_scheduler(queue: Queue, fields: Mapping[str, str]) -> str:
+    scheduler, scheduler_id = _scheduler(queue, fields)
+    if not scheduler.resume(scheduler_id):
+        return f"scheduler {scheduler_id!r} was not paused"
+    return f"scheduler {scheduler_id!r} resumed: its next run is placed by its missed-run policy"
+
+
+def _run_scheduler_now(queue: Queue, fields: Mapping[str, str]) -> str:
+    scheduler, scheduler_id = _scheduler(queue, fields)
+    return f"scheduler {scheduler_id!r}: job {scheduler.run_now(scheduler_id)!r} added to run now"
+
+
+def _paused_scheduler(context: Mapping[str, Any]) -> bool:
+    record = context.get("scheduler")
+    return bool(getattr(record, "paused", False))
+
+
 def _in(*states: str) -> Callable[[Mapping[str, Any]], bool]:
     return lambda context: context.get("state") in states
 
@@ -135,6 +167,10 @@ ACTIONS: dict[str, Action] = {
     "resume": Action("Resume", "queue", _resume, shown=lambda context: bool(context.get("paused"))),
     "drain": Action("Drain", "queue", _drain, destructive=True,
                     inputs=(Input("delayed", "delayed too", "1", checkbox=True),)),
+    "pause-scheduler": Action("Pause", "scheduler", _pause_scheduler,
+                              shown=lambda context: not _paused_scheduler(context)),
+    "resume-scheduler": Action("Resume", "scheduler", _resume_scheduler, shown=_paused_scheduler),
+    "run-scheduler-now": Action("Run now", "scheduler", _run_scheduler_now),
 }
 
 

@@ -318,8 +318,8 @@ class Dashboard:
         name = self._known_queue(request)
         scheduler = JobScheduler(self.client, name, prefix=self.prefix)
         records = scheduler.list(0, SCHEDULERS_SHOWN - 1, asc=True)
-        outcomes = browse.recent_iterations(self.client, QueueKeys(name, self.prefix), [r.id for r in records])
-        rows = [{"record": r, "next_runs": next_runs(r), "outcomes": outcomes.get(r.id, [])[:10]} for r in records]
+        runs = scheduler.histories([r.id for r in records], limit=10)
+        rows = [{"record": r, "next_runs": next_runs(r), "runs": runs[r.id]} for r in records]
         return self._page(request, session, "schedulers.html", title=f"{name}: schedulers", name=name, rows=rows,
                           total=scheduler.count())
 
