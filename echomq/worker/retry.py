@@ -63,8 +63,9 @@ def compute_delay(
         return _with_jitter(delay, jitter, rng)
     if kind == "exponential":
         # Bounded before rounding: 2**n overflows a float after ~1000 attempts made.
+        # Bounded after rounding too: the bound plus the half Math.round adds is 2^53 as a float.
         grown = min(2.0 ** min(attempts_made - 1, 64) * delay, float(MAX_SAFE_INTEGER))
-        return _with_jitter(_js_round(grown), jitter, rng)
+        return _with_jitter(min(_js_round(grown), MAX_SAFE_INTEGER), jitter, rng)
     if strategy is not None:
         return int(strategy(attempts_made, kind, error if error is not None else Exception(), job))
     raise InvalidInputError(
