@@ -135,7 +135,7 @@ def parse_key_token(token: str) -> KeyToken:
             raise ValueError(f"job key {token!r}: the companions are {', '.join(JOB_KEY_PARTS)}")
         return KeyToken("job", ":" + part)
     if _CHOICE.search(token):
-        shape = re.compile(_CHOICE.sub("[a-z-]+", re.escape(token).replace(r"\<", "<").replace(r"\>", ">")))
+        shape = re.compile(_CHOICE.sub("[a-z-]+", re.escape(token)))  # re.escape leaves < and > as they are
         if not any(shape.fullmatch(suffix) for suffix in SUFFIXES):
             raise ValueError(f"key {token!r} does not become a per-queue key for any choice")
         return KeyToken("queue", token)
