@@ -53,12 +53,12 @@ def test_a_keep_rule_of_the_job_applies_and_no_reason_has_a_default(connection: 
     queue = Queue(connection, queue_name)
     gone = queue.add("a", {}, remove_on_fail=True)
     kept = queue.add("a", {})
-    assert queue.cancel(gone.id) and Job_cancel(queue, kept.id)
+    assert queue.cancel(gone.id) and _job_cancel(queue, kept.id)
     assert queue.get_job(gone.id) is None and not connection.exists(queue.keys.job_cancel(gone.id))
     assert queue.get_job(kept.id).failed_reason == "cancelled: no reason given"  # type: ignore[union-attr]
 
 
-def Job_cancel(queue: Queue, job_id: str) -> bool:  # noqa: N802 - reads as what it calls
+def _job_cancel(queue: Queue, job_id: str) -> bool:
     job = queue.get_job(job_id)
     assert job is not None
     return job.cancel()
