@@ -14,7 +14,8 @@ wake (signals.py). What each signal means is ``StopRule``'s to say:
   changes nothing; a deliberate second one (later, or from someone else) and SIGQUIT end the
   process at once (status 1), leaving its jobs to the stalled check;
 * ``--max-jobs-per-child`` and ``--max-memory-per-child`` close it the same graceful way and
-  end it with ``RECYCLE_STATUS``, which tells the supervisor to start a fresh process;
+  end it with ``RECYCLE_STATUS``, which tells the supervisor to start a fresh process; so does,
+  in a supervisor's child, a thread lost to a job past its hard time limit (``--time-limit-ms``);
 * with ``--burst`` each Worker returns once its queue is idle; when a round of them finished
   any job, another round runs (a job may add jobs to another queue whose Worker was idle),
   and the process ends with 0 after a round that found nothing.
@@ -193,6 +194,11 @@ class WorkerProcess:
                 self.recycle.check_memory()
                 if self.recycle.reason is not None:
                     return 0, self._close(workers, threads, f"{self.recycle.reason}: recycling", RECYCLE_STATUS)
+            if self.lifeline is not None and any(worker.leaked_threads for worker in workers):
+                # A job ran past its hard time limit: it is failed, but its thread cannot be
+                # stopped; a fresh process takes this one's place (docs/worker-command.md).
+                return 0, self._close(workers, threads, "a job ran past its hard time limit and its thread cannot be "
+                                      "stopped: recycling", RECYCLE_STATUS)
             if any(worker.failure is not None for worker in workers):
                 return 0, self._close(workers, threads, "a worker stopped with an error", 1)
             if not any(thread.is_alive() for thread in threads):

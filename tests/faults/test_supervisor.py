@@ -130,3 +130,26 @@ def test_a_second_sigint_stops_at_once_and_the_stalled_check_recovers_the_job(
     assert counts(url_connection, queue_name)["active"] == 1
     recover_with_another_worker(url_connection, queue_name)
     assert counts(url_connection, queue_name)["completed"] == 1
+
+
+def test_a_job_past_its_hard_time_limit_fails_and_a_fresh_child_takes_its_place(
+        url_connection: redis.Redis, server_url: str, queue_name: str) -> None:
+    """The child's watchdog fails the job at ``--time-limit-ms`` (its reason names the limit,
+    no retry left); the thread still stuck in it cannot be stopped, so the child recycles
+    itself and the supervisor starts a fresh one at once, which runs the next jobs."""
+    with WorkerCommand(["--processor", "support.sample_jobs:sleepy", "--redis", server_url, "--processes", "2",
+                        "--time-limit-ms", "300", *QUICK_RECOVERY, queue_name]) as command:
+        assert command.wait_for_line("started: queues", count=2), command.stderr
+        first = command.children()
+        stuck = add_jobs(url_connection, queue_name, 1, name="sleepy", seconds=60)[0]
+        assert command.wait_for_line("was recycled; starting a new one"), command.stderr
+        job = Queue(url_connection, queue_name).get_job(stuck)
+        assert job is not None and job.get_state() == "failed"
+        assert job.failed_reason == "hard time limit of 300 ms exceeded"
+        assert "ran past its hard time limit of 300 ms" in command.stderr
+        assert wait_until(lambda: len(command.children()) == 2 and command.children() != first, 10)
+        add_jobs(url_connection, queue_name, 6, name="sleepy", seconds=0.01)
+        assert wait_until(lambda: counts(url_connection, queue_name)["completed"] == 6, 20), command.stderr
+        assert counts(url_connection, queue_name)["failed"] == 1  # the stuck job failed once, ran once
+        command.signal(signal.SIGTERM)
+        assert command.wait(30) == 0, command.stderr
