@@ -50,6 +50,18 @@ FORCED_STATUS = 1
 WATCH_S = 0.5
 
 
+#: How long past a job's hard time limit its process is killed by the supervisor if it did not
+#: fail the job itself by then (its watchdog does it at the limit, docs/worker-command.md).
+HARD_LIMIT_MARGIN_S = 1.0
+
+
+def _kill_at(workers: Sequence[Worker]) -> float | None:
+    """When the supervisor should kill this process: the earliest hard time limit of a running
+    job, plus the margin (None: no running job has one)."""
+    limits = [at for at in (worker.next_hard_limit for worker in workers) if at is not None]
+    return min(limits) + HARD_LIMIT_MARGIN_S if limits else None
+
+
 class RecycleWatch(WorkerListener):
     """``--max-jobs-per-child`` and ``--max-memory-per-child``, told by the Workers: counts the
     jobs this process starts, measures its memory after each job, and once either limit is
@@ -194,6 +206,8 @@ class WorkerProcess:
                 self.recycle.check_memory()
                 if self.recycle.reason is not None:
                     return 0, self._close(workers, threads, f"{self.recycle.reason}: recycling", RECYCLE_STATUS)
+            if self.lifeline is not None:
+                self.lifeline.report(_kill_at(workers))
             if self.lifeline is not None and any(worker.leaked_threads for worker in workers):
                 # A job ran past its hard time limit: it is failed, but its thread cannot be
                 # stopped; a fresh process takes this one's place (docs/worker-command.md).

@@ -149,6 +149,12 @@ class Watchdog:
             if self._controls.get(control.token) is control:
                 del self._controls[control.token]
 
+    def next_hard_limit(self) -> float | None:
+        """The earliest hard limit (``time.monotonic()``) of the attempts watched, None for none."""
+        with self._lock:
+            limits = [c.hard_at for c in self._controls.values() if c.hard_at is not None]
+        return min(limits) if limits else None
+
     def run(self, stop: threading.Event) -> None:
         """Step every TICK_S while attempts run, until ``stop`` is set (``wake`` ends a wait)."""
         delay = TICK_S

@@ -87,7 +87,7 @@ class AttemptRunner:
                  processor: Processor, options: WorkerOptions, backoff_strategy: BackoffStrategy | None,
                  clock: Clock, scheduler: JobScheduler, slots: Slots, handoff: Handoff,
                  stop: threading.Event, abandoned: threading.Event, listeners: ListenerSet,
-                 on_leak: Callable[[AttemptControl], None]) -> None:
+                 on_leak: Callable[[AttemptControl], None] | None = None) -> None:
         self.client = client
         self.keys = keys
         self.transitions = transitions
@@ -110,7 +110,7 @@ class AttemptRunner:
         #: Watches the running attempts' limits and cancel requests (limits.py).
         self.watchdog = Watchdog(client, keys, self.hard_limit)
         #: Told when an attempt's thread is lost to it at the hard limit (the Worker refills the slot).
-        self.on_leak = on_leak
+        self.on_leak: Callable[[AttemptControl], None] = on_leak or (lambda control: None)
 
     def loop(self) -> None:
         try:

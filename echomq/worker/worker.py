@@ -151,7 +151,7 @@ class Worker:
         self._abandoned = threading.Event()
         self._stopped = threading.Event()
         self._fetcher_done = threading.Event()
-        slots = self._slots = Slots(options.concurrency)
+        slots = Slots(options.concurrency)
         handoff: Handoff = Handoff()
         self._handoff = handoff
         self._fetcher = Fetcher(
@@ -166,7 +166,6 @@ class Worker:
             processor=processor, options=options, backoff_strategy=backoff_strategy, clock=clock,
             scheduler=JobScheduler(self.client, queue_name, prefix=prefix, clock=clock),
             slots=slots, handoff=handoff, stop=self._stop, abandoned=self._abandoned, listeners=self._listeners,
-            on_leak=lambda control: None,  # the processor threads' refill, once they exist
         )
         self._started = False
         self._close_deadline: float | None = None  # monotonic; None: no bound (or no close yet)
@@ -211,9 +210,13 @@ class Worker:
 
     @property
     def leaked_threads(self) -> int:
-        """Processor threads lost to jobs past their hard time limit, each left running (a
-        thread cannot be killed) while a new one took its slot (docs/worker.md)."""
+        """Threads lost to jobs past their hard time limit, each left running (docs/worker.md)."""
         return self._processors.leaked
+
+    @property
+    def next_hard_limit(self) -> float | None:
+        """``time.monotonic()`` of the earliest hard time limit of a running job (None: none has one)."""
+        return self._runner.watchdog.next_hard_limit()
 
     @property
     def processed(self) -> int:
@@ -242,16 +245,13 @@ class Worker:
         processors: list[threading.Thread] = []
         try:
             self._fetcher.marker.open()
-            maintenance = threading.Thread(target=self._maintenance_loop, name=f"echomq-maint-{self.queue_name}",
-                                           daemon=True)
-            self._own_threads.append(maintenance)
-            maintenance.start()
-            threads.append(maintenance)
-            watchdog = threading.Thread(target=self._runner.watchdog.run, args=(self._stop_maintenance,),
-                                        name=f"echomq-watchdog-{self.queue_name}", daemon=True)
-            self._own_threads.append(watchdog)
-            watchdog.start()
-            threads.append(watchdog)
+            for label, target, args in (("maint", self._maintenance_loop, ()),
+                                        ("watchdog", self._runner.watchdog.run, (self._stop_maintenance,))):
+                thread = threading.Thread(target=target, args=args, name=f"echomq-{label}-{self.queue_name}",
+                                          daemon=True)
+                self._own_threads.append(thread)
+                thread.start()
+                threads.append(thread)
             processors = self._processors.start(self.concurrency)
             try:
                 self._fetcher.run(burst=burst)
