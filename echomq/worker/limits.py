@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 #: (p99 under 250 ms, tests/bench/bench_cancel.py).
 TICK_S = 0.1
 
+#: How long a processor may go on once told of a cancel before it is treated as past its hard
+#: limit: the job fails as cancelled without it, and its thread (or process) is replaced.
+CANCEL_GRACE_S = 10.0
+
 _RUNNING, _FINISHING, _ABANDONED = 0, 1, 2
 
 
@@ -94,11 +98,20 @@ class AttemptControl:
         self._lock = threading.Lock()
 
     def cancel_requested(self, stored_reason: str) -> None:
+        """A cancel request was seen: tell the processor, and give it ``CANCEL_GRACE_S`` to stop."""
         reason = failed_reason(stored_reason)
         with self._lock:
             if self.cancel_reason is None:
                 self.cancel_reason = reason
                 self.stop = JobCancelRequestedError(reason)
+                grace_end = time.monotonic() + CANCEL_GRACE_S
+                self.hard_at = grace_end if self.hard_at is None else min(self.hard_at, grace_end)
+
+    def why_abandoned(self) -> str:
+        """What the log line of an abandoned attempt says it did."""
+        if self.cancel_reason is not None:
+            return f"ignored its cancel for {CANCEL_GRACE_S:g} s (or ran past its hard time limit)"
+        return f"ran past its hard time limit of {self.hard_ms} ms"
 
     def soft_limit_reached(self) -> None:
         with self._lock:

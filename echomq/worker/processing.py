@@ -203,9 +203,9 @@ class AttemptRunner:
         """Record this attempt's outcome from its own thread, unless the hard limit took it
         first: then the result is discarded and the thread ends (``_Abandoned``)."""
         if not control.claim_finish():
-            log.warning("worker %s: job %s returned after its hard time limit, in thread %s: the result is "
-                        "discarded (the job was failed at the limit) and the thread ends", self.queue_name,
-                        control.job_id, threading.current_thread().name)
+            log.warning("worker %s: job %s returned after it was failed (it %s), in thread %s: the result is "
+                        "discarded and the thread ends", self.queue_name, control.job_id, control.why_abandoned(),
+                        threading.current_thread().name)
             raise _Abandoned
 
     def hard_limit(self, control: AttemptControl) -> None:

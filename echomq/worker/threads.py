@@ -1,9 +1,9 @@
 """A Worker's processor threads: started together, counted for the shutdown, refilled after a leak.
 
-A processor thread holds a slot while it runs a job. A job past its hard time limit keeps its
-thread (Python cannot kill one) but loses its slot: the job is failed already (limits.py), so
-:meth:`ProcessorThreads.refill` counts and logs the leak and starts a new thread for the slot,
-unless the shutdown already counted the threads it waits for.
+A processor thread holds a slot while it runs a job. A job past its hard time limit (or past
+the grace after a cancel) keeps its thread (Python cannot kill one) but loses its slot: the job
+is failed already (limits.py), so :meth:`ProcessorThreads.refill` counts and logs the leak and
+starts a new thread for the slot, unless the shutdown already counted the threads it waits for.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ class ProcessorThreads:
             if leaked in self.threads:
                 self.threads.remove(leaked)
             fresh = None if self._closing else self._new()
-        log.warning("worker %s: job %s ran past its hard time limit of %s ms and was failed; its thread %s cannot "
-                    "be stopped and is left running (%d thread(s) leaked so far)%s", self._queue_name, control.job_id,
-                    control.hard_ms, getattr(leaked, "name", "?"), self.leaked,
+        log.warning("worker %s: job %s %s and was failed; its thread %s cannot be stopped and is left running "
+                    "(%d thread(s) leaked so far)%s", self._queue_name, control.job_id, control.why_abandoned(),
+                    getattr(leaked, "name", "?"), self.leaked,
                     "; a new thread takes its slot" if fresh is not None else "")
         if fresh is not None:
             fresh.start()

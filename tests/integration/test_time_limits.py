@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import InvalidInputError, InvalidJobOptionsError, JobSoftTimeLimitError, Queue, Worker
+from echomq import InvalidInputError, InvalidJobOptionsError, JobRegistry, JobSoftTimeLimitError, Queue, Worker
+from echomq.worker import limits
 
 from support.workers import Running, events, wait_until
 
@@ -108,3 +109,40 @@ def test_the_limits_are_stored_under_echomqs_own_names(connection: redis.Redis, 
     stored = json.loads(connection.hget(job.key, "opts"))
     assert stored["emqTimeLimit"] == 900 and stored["emqSoftTimeLimit"] == 300
     assert job.reload().opts["time_limit_ms"] == 900 and job.opts["soft_time_limit_ms"] == 300
+
+
+def test_a_processor_that_ignores_a_cancel_past_the_grace_is_left_behind(connection: redis.Redis, queue_name: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "CANCEL_GRACE_S", 0.2)
+    queue = Queue(connection, queue_name)
+    started, release = threading.Event(), threading.Event()
+
+    def deaf(job: Any) -> str:
+        started.set()
+        release.wait(5)
+        return "late"
+
+    job = queue.add("a", {}, attempts=3)
+    worker = Worker(connection, queue_name, deaf, drain_delay=0.2)
+    try:
+        with Running(worker):
+            assert started.wait(5)
+            assert queue.cancel(job.id, "go away") is True
+            assert wait_until(lambda: job.reload().get_state() == "failed", timeout=5)
+            assert worker.leaked_threads == 1
+    finally:
+        release.set()
+    assert job.failed_reason == "cancelled: go away" and job.attempts_made == 1  # not retried
+
+
+def test_a_registered_jobs_default_limits_are_its_jobs_options(connection: redis.Redis, queue_name: str) -> None:
+    registry = JobRegistry(connection=connection)
+
+    @registry.job(queue=queue_name, time_limit_ms=2000, soft_time_limit_ms=1500)
+    def report(job: Any) -> None:
+        return None
+
+    job = report.enqueue(month="2026-11")
+    assert (job.opts["time_limit_ms"], job.opts["soft_time_limit_ms"]) == (2000, 1500)
+    with pytest.raises(InvalidJobOptionsError, match="time_limit_ms=-1"):
+        registry.job(queue=queue_name, name="bad", time_limit_ms=-1)(lambda job: None)
