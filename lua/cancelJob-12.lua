@@ -33,6 +33,7 @@
     failedReason, prev = the state it left: waiting, paused, prioritized or delayed).
 ]]
 -- @include "getOrSetMaxEvents"
+-- @include "removeDeduplicationKeyOnRemoval"
 -- @include "updateParentOnChildFinished"
 -- @include "removeJobKeys"
 -- @include "removeFinishedJobs"
@@ -71,13 +72,8 @@ end
 
 -- Taken out: it fails for good here, as moveToFinished fails a job (without an attempt).
 redis.call("DEL", KEYS[12])
-local attrs = redis.call("HMGET", jobKey, "parentKey", "parent", "deid")
-if attrs[3] then
-  local dedupKey = prefix .. "de:" .. attrs[3]
-  if redis.call("GET", dedupKey) == jobId then
-    redis.call("DEL", dedupKey)
-  end
-end
+removeDeduplicationKeyOnRemoval(prefix, jobId, jobKey)
+local attrs = redis.call("HMGET", jobKey, "parentKey", "parent")
 updateParentOnChildFinished(jobKey, attrs[1], attrs[2], "failed", ARGV[3], timestamp)
 local keepCount = tonumber(ARGV[7]) or -1
 if keepCount ~= 0 then
