@@ -59,6 +59,7 @@ def test_a_redis_restart_after_a_cancel_still_stops_the_job_once(redis_server_fa
         server.start()
         restarted = redis.Redis.from_url(server.url)
         assert wait_until(lambda: job.reload().get_state() == "failed", timeout=20)
+        job.reload()  # the state was read after the hash: read it again
     assert runs == [job.id]  # told through the restart: never run again
     stored = Queue(restarted, queue.name).get_job(job.id)
     assert stored is not None and stored.failed_reason == "cancelled: after the restart"
@@ -108,6 +109,7 @@ def test_a_worker_killed_with_a_cancel_pending_leaves_the_job_to_end_cancelled_o
     # The stalled check hands the job out again (at least once); the request is still there.
     with Running(Worker(client, queue.name, careful, lock_duration=1000, stalled_interval=300, drain_delay=0.5)):
         assert wait_until(lambda: job.reload().get_state() == "failed", timeout=20)
+        job.reload()  # the state was read after the hash: read it again
     assert seen == [True] and job.failed_reason == "cancelled: stop"
     assert not client.exists(queue.keys.job_cancel(job.id))
     assert _failures(client, queue.name, job.id) == ["cancelled: stop"]

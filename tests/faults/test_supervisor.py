@@ -178,6 +178,7 @@ def test_a_child_that_cannot_fail_its_job_at_the_hard_limit_is_killed_and_the_jo
         job = Queue(url_connection, queue_name).get_job(job_id)
         assert job is not None
         assert wait_until(lambda: job.reload().get_state() == "failed", 20), command.stderr
+        job.reload()  # the state was read after the hash: read it again
         assert job.failed_reason == "hard time limit of 1000 ms exceeded"
         runs = [json.loads(raw)["pid"] for raw in url_connection.lrange(started, 0, -1)]
         assert len(runs) == 2 and runs[0] == frozen != runs[1]  # taken back once, by another process

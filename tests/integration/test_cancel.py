@@ -107,6 +107,7 @@ def test_a_running_job_sees_cancelled_and_fails_for_good_once(connection: redis.
         assert queue.cancel(job.id, "stop it") is True
         assert queue.cancel(job.id, "twice") is False  # a request is pending: nothing written
         assert wait_until(lambda: job.reload().get_state() == "failed", timeout=5)
+        job.reload()  # the state was read after the hash: read it again
     assert isinstance(seen["stop"], JobCancelRequestedError) and isinstance(seen["stop"], JobCancelledError)
     assert seen["after_s"] < 1.0  # the bench measures it; the test bounds it loosely
     assert job.failed_reason == "cancelled: stop it" and job.attempts_made == 1  # not retried
@@ -132,6 +133,7 @@ def test_a_processor_that_returns_after_a_cancel_still_fails_as_cancelled(connec
         assert queue.cancel(job.id, "late") is True
         release.set()
         assert wait_until(lambda: job.reload().get_state() == "failed", timeout=5)
+        job.reload()  # the state was read after the hash: read it again
     assert job.failed_reason == "cancelled: late" and job.return_value is None
 
 
@@ -173,6 +175,7 @@ def test_the_worker_ends_a_job_as_cancelled_when_its_finish_is_refused_for_a_req
 
     with Running(Worker(connection, queue_name, processor, drain_delay=0.2)):
         assert wait_until(lambda: job.reload().get_state() == "failed", timeout=5)
+        job.reload()  # the state was read after the hash: read it again
     assert job.failed_reason == "cancelled: in the finish window" and job.attempts_made == 1
     assert not connection.exists(queue.keys.job_cancel(job.id))
 

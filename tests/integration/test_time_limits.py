@@ -32,6 +32,7 @@ def test_the_soft_limit_tells_the_processor_and_fails_the_attempt_as_any_error(c
     job = queue.add("a", {}, attempts=2, soft_time_limit_ms=50)
     with Running(Worker(connection, queue_name, processor, drain_delay=0.2, time_limit_ms=5000)):
         assert wait_until(lambda: job.reload().get_state() == "completed", timeout=5)
+        job.reload()  # the state was read after the hash: read it again
     assert isinstance(stops[0], JobSoftTimeLimitError) and str(stops[0]) == "soft time limit of 50 ms exceeded"
     assert job.return_value == "second" and job.attempts_made == 2  # retried, as any failure
     assert job.stacktrace and "JobSoftTimeLimitError" in job.stacktrace[0]
@@ -54,8 +55,10 @@ def test_the_hard_limit_fails_the_attempt_discards_the_late_result_and_refills_t
     worker = Worker(connection, queue_name, processor, drain_delay=0.2, time_limit_ms=60_000)
     with Running(worker):
         assert wait_until(lambda: stuck.reload().get_state() == "completed", timeout=5)
+        stuck.reload()  # the state was read after the hash: read it again
         other = queue.add("other", {})  # the one slot works again while the old thread is stuck
         assert wait_until(lambda: other.reload().get_state() == "completed", timeout=5)
+        other.reload()  # the state was read after the hash: read it again
         assert worker.leaked_threads == 1
         release.set()
         assert wait_until(lambda: seen == [True], timeout=5)  # it saw cancelled, too late
@@ -76,6 +79,7 @@ def test_a_hard_limit_without_attempts_left_fails_the_job_for_good(connection: r
     try:
         with Running(worker):
             assert wait_until(lambda: job.reload().get_state() == "failed", timeout=5)
+            job.reload()  # the state was read after the hash: read it again
             assert not connection.exists(queue.keys.job_lock(job.id))  # released at the limit
     finally:
         release.set()
@@ -129,6 +133,7 @@ def test_a_processor_that_ignores_a_cancel_past_the_grace_is_left_behind(connect
             assert started.wait(5)
             assert queue.cancel(job.id, "go away") is True
             assert wait_until(lambda: job.reload().get_state() == "failed", timeout=5)
+            job.reload()  # the state was read after the hash: read it again
             assert worker.leaked_threads == 1
     finally:
         release.set()
