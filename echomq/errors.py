@@ -56,6 +56,11 @@ class InvalidStateError(EchoMQError):
     """The job exists but is not in the state the operation needs (e.g. promote a waiting job)."""
 
 
+class CancelPendingError(InvalidStateError):
+    """An exit from ``active`` was refused because a cancel request for the job is pending: the
+    worker ends the job as cancelled instead (docs/protocol.md §3.8)."""
+
+
 class LockError(EchoMQError):
     """The job's lock is missing or held by another worker: this worker no longer owns it."""
 
@@ -236,6 +241,32 @@ class WaitingChildrenError(Exception):
     now waits for its children and this attempt records nothing more."""
 
 
+class JobCancelledError(Exception):
+    """The running job was told to stop: ``job.raise_if_cancelled()`` raises it (a subclass says
+    why) once ``job.cancelled`` is true (docs/worker.md, "Time limits and cancel"). Like
+    ``UnrecoverableError`` it is raised into user code, so it is not an ``EchoMQError``.
+    ``reason`` is the text the job's ``failedReason`` gets."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class JobCancelRequestedError(JobCancelledError):
+    """``Queue.cancel`` / ``Job.cancel`` asked this job to stop: it fails for good with
+    ``failedReason`` ``cancelled: <reason>``, whatever attempts are left."""
+
+
+class JobSoftTimeLimitError(JobCancelledError):
+    """The attempt ran past its soft time limit: raised from ``raise_if_cancelled``, it fails the
+    attempt like any exception (retries and backoff apply)."""
+
+
+class JobHardTimeLimitError(JobCancelledError):
+    """The attempt ran past its hard time limit: the worker failed it without waiting for the
+    processor (retries and backoff apply); the processor's late result is discarded."""
+
+
 # Return codes shared by every transition script (protocol: BullMQ's ErrorCode enum).
 _SCRIPT_ERRORS: dict[int, tuple[type[EchoMQError], str]] = {
     -1: (JobNotFoundError, "job {job_id!r} does not exist"),
@@ -249,6 +280,7 @@ _SCRIPT_ERRORS: dict[int, tuple[type[EchoMQError], str]] = {
     -9: (InvalidStateError, "job {job_id!r} has failed children"),
     -10: (SchedulerConflictError, "scheduler {scheduler_id!r}: iteration {job_id!r} already exists"),
     -11: (SchedulerConflictError, "scheduler {scheduler_id!r}: no free slot for the next iteration"),
+    -12: (CancelPendingError, "job {job_id!r} is being cancelled (it can only fail as cancelled)"),
 }
 
 

@@ -124,6 +124,8 @@ class JobOptions(TypedDict, total=False):
     ignore_dependency_on_failure: bool
     remove_dependency_on_failure: bool
     telemetry: TelemetryOptions
+    time_limit_ms: int
+    soft_time_limit_ms: int
 
 
 class RepeatOptions(TypedDict, total=False):

@@ -15,7 +15,7 @@
     ARGV[9..12] for fetch next: lock duration, worker name, limiter max, limiter duration
 
   Output: 0, or {hash, jobId, 0, 0} when the next job was fetched;
-    -1 no job, -2 lock missing, -3 not active, -6 lock not ours.
+    -1 no job, -2 lock missing, -3 not active, -6 lock not ours, -12 a cancel request is pending (§3.8).
 
   Events: capped "delayed" (jobId, delay = absolute due ms); from fetch next "waiting"
     prev=delayed and "active".

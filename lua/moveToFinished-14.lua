@@ -32,13 +32,15 @@
     ARGV[14..17] for fetch next: lock duration, worker name, limiter max, limiter duration
                  (the next lock reuses ARGV[8])
     ARGV[18] metrics: the most data points kept, an integer >= 1 ("" or absent = collect none)
+    ARGV[19] "1": this final failure is the job's cancellation (it deletes <job>:cancel); else,
+             while a cancel request is pending, the move is refused with -12 (§3.8)
 
   Output:
     0                       done, nothing fetched
     {hash, jobId, 0, 0}     done, and the next job is active and locked
     {0, 0, ttl|0, dueMs|0}  done, nothing fetched (rate limited / paused / next delayed due)
     -1 no job, -2 lock missing, -3 not active, -4 pending children, -6 lock not ours,
-    -9 failed children
+    -9 failed children, -12 a cancel request is pending (ARGV[19] not "1")
 
   Events: parent "waiting" prev=waiting-children (or "delayed"); "completed" (jobId,
     returnvalue, prev=active) or "failed" (jobId, failedReason, prev=active), capped: the
@@ -102,7 +104,7 @@ local eventsCap = eventsCapArg(KEYS[9], meta[1])
 if not eventsCap then
   return redis.error_reply("ERR moveToFinished: the queue's opts.maxLenEvents is not an integer >= 0")
 end
-local code = releaseActiveJob(jobKey, KEYS[2], KEYS[5], ARGV[8], jobId, ARGV[13])
+local code = releaseActiveJob(jobKey, KEYS[2], KEYS[5], ARGV[8], jobId, ARGV[13], ARGV[19] == "1")
 if code < 0 then
   return code
 end

@@ -12,7 +12,7 @@
     ARGV[4]  jobId           ARGV[5]  lock token
     ARGV[6]  fields to HSET first, JSON array [field, value ...] ("" = none)
 
-  Output: 0; -1 no job, -2 lock missing, -3 not active, -6 lock not ours.
+  Output: 0; -1 no job, -2 lock missing, -3 not active, -6 lock not ours, -12 a cancel request is pending (§3.8).
 
   Events: "waiting" prev=delayed per promoted job; capped "waiting" (jobId, prev=active).
 ]]

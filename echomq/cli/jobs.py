@@ -1,4 +1,4 @@
-"""``echomq jobs list|retry|promote`` and ``echomq job show|retry|remove|promote``: the jobs of a
+"""``echomq jobs list|retry|promote`` and ``echomq job show|retry|remove|promote|cancel``: the jobs of a
 queue, one page, all of one state or one job at a time, for an operator.
 
 A job may have been written by any runtime, so everything it carries is untrusted: tables escape
@@ -18,8 +18,10 @@ from typing import Any
 
 from ..errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from ..protocol.keys import names_queue_key
+from ..protocol.options import lookup_job_id
 from ..protocol.states import STATES, canonical_state
 from ..queue import Job, Queue
+from ..queue.cancel import CancelOutcome, cancel_job
 from ..queue.operations import RETRYABLE_STATES
 from .options import add_queue_options, non_negative_int, positive_int, printable
 from .output import cell, iso_utc, json_text, write_fields, write_json, write_table
@@ -159,6 +161,32 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What ``job cancel`` says of each outcome (echomq.queue.cancel.CancelOutcome).
+_CANCELLED = {
+    CancelOutcome.FAILED: "it had not started: taken out and failed, it will not run",
+    CancelOutcome.TOLD: "it is running: its worker is told and ends it as cancelled",
+}
+_NOT_CANCELLED = {
+    CancelOutcome.PENDING: "a cancel of it is under way already",
+    CancelOutcome.FINISHED: "it finished already",
+    CancelOutcome.WAITING_CHILDREN: "it waits for its children: cancel them, or remove it",
+}
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with opened_queue(args) as queue:
+        outcome = cancel_job(queue.client, queue.keys, lookup_job_id(args.id, "cancel"), args.reason, queue.clock())
+    if outcome is CancelOutcome.MISSING:
+        raise JobNotFoundError(f"job {args.id!r} not found in queue {args.queue!r}")
+    if not outcome.done:
+        raise InvalidStateError(f"job {args.id!r} not cancelled: {_NOT_CANCELLED[outcome]}")
+    if args.json:
+        write_json({"id": args.id, "cancelled": True, "outcome": outcome.value})
+    else:
+        print(f"cancelled job {args.id!r} of queue {args.queue!r}: {_CANCELLED[outcome]}")
+    return 0
+
+
 def cmd_promote(args: argparse.Namespace) -> int:
     with opened_queue(args) as queue:
         _fetch(queue, args.id).promote()
@@ -241,7 +269,7 @@ def register(subparsers: Any) -> None:
     _bulk_options(p, "promote")
     p.set_defaults(handler=cmd_promote_all)
 
-    parser = subparsers.add_parser("job", help="show, retry, remove or promote one job")
+    parser = subparsers.add_parser("job", help="show, retry, remove, promote or cancel one job")
     commands = parser.add_subparsers(dest="job_command", metavar="SUBCOMMAND", required=True)
     p = commands.add_parser("show", help="every field of a job, its state and how many log lines it has")
     add_queue_options(p, json_output=True)
@@ -265,3 +293,9 @@ def register(subparsers: Any) -> None:
     add_queue_options(p, json_output=True)
     p.add_argument("id", help="job id")
     p.set_defaults(handler=cmd_promote)
+
+    p = commands.add_parser("cancel", help="stop a job: fail it now if it has not started, else tell its worker")
+    add_queue_options(p, json_output=True)
+    p.add_argument("id", help="job id")
+    p.add_argument("--reason", default=None, help="why (its failedReason is 'cancelled: <reason>')")
+    p.set_defaults(handler=cmd_cancel)

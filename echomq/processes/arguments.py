@@ -172,6 +172,11 @@ def add_worker_arguments(parser: argparse.ArgumentParser, *, app_option: bool = 
                         help="job lock TTL: how soon a job whose process died can be taken back (default: %(default)s)")
     parser.add_argument("--stalled-interval", type=_duration_ms, default=30000, metavar="MS",
                         help="how often the queue is checked for such jobs (default: %(default)s)")
+    parser.add_argument("--time-limit-ms", type=_duration_ms, default=None, metavar="MS",
+                        help="hard time limit of the jobs whose options set none: the job fails at it "
+                        "(docs/worker.md, \"Time limits and cancel\")")
+    parser.add_argument("--soft-time-limit-ms", type=_duration_ms, default=None, metavar="MS",
+                        help="soft time limit of the jobs whose options set none: job.cancelled turns true")
     parser.add_argument("--burst", action="store_true", help="exit 0 once every queue is idle")
     parser.add_argument("--log-level", type=str.upper, choices=LEVELS, default="INFO", help="default: %(default)s")
     parser.add_argument("--log-format", choices=FORMATS, default="text", help="default: %(default)s")

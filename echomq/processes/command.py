@@ -115,7 +115,9 @@ def _plan(args: argparse.Namespace, registry: JobRegistry | None, listeners: Seq
         raise UsageError("--processor needs at least one QUEUE")
     prefix = registry.prefix if registry is not None else getattr(args, "prefix", DEFAULT_PREFIX)
     options = {"concurrency": args.concurrency, "lock_duration": args.lock_duration,
-               "stalled_interval": args.stalled_interval}
+               "stalled_interval": args.stalled_interval,
+               **{limit: getattr(args, limit) for limit in ("time_limit_ms", "soft_time_limit_ms")
+                  if getattr(args, limit, None) is not None}}
     try:
         WorkerOptions(**options)  # refused here, in one line, not in each forked process
     except InvalidInputError as exc:

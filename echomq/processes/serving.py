@@ -14,7 +14,8 @@ wake (signals.py). What each signal means is ``StopRule``'s to say:
   changes nothing; a deliberate second one (later, or from someone else) and SIGQUIT end the
   process at once (status 1), leaving its jobs to the stalled check;
 * ``--max-jobs-per-child`` and ``--max-memory-per-child`` close it the same graceful way and
-  end it with ``RECYCLE_STATUS``, which tells the supervisor to start a fresh process;
+  end it with ``RECYCLE_STATUS``, which tells the supervisor to start a fresh process; so does,
+  in a supervisor's child, a thread lost to a job past its hard time limit (``--time-limit-ms``);
 * with ``--burst`` each Worker returns once its queue is idle; when a round of them finished
   any job, another round runs (a job may add jobs to another queue whose Worker was idle),
   and the process ends with 0 after a round that found nothing.
@@ -47,6 +48,18 @@ FORCED_STATUS = 1
 
 #: How often the main thread looks at memory and at its Workers when nothing woke it.
 WATCH_S = 0.5
+
+
+#: How long past a job's hard time limit its process is killed by the supervisor if it did not
+#: fail the job itself by then (its watchdog does it at the limit, docs/worker-command.md).
+HARD_LIMIT_MARGIN_S = 1.0
+
+
+def _kill_at(workers: Sequence[Worker]) -> float | None:
+    """When the supervisor should kill this process: the earliest hard time limit of a running
+    job, plus the margin (None: no running job has one)."""
+    limits = [at for at in (worker.next_hard_limit for worker in workers) if at is not None]
+    return min(limits) + HARD_LIMIT_MARGIN_S if limits else None
 
 
 class RecycleWatch(WorkerListener):
@@ -193,6 +206,13 @@ class WorkerProcess:
                 self.recycle.check_memory()
                 if self.recycle.reason is not None:
                     return 0, self._close(workers, threads, f"{self.recycle.reason}: recycling", RECYCLE_STATUS)
+            if self.lifeline is not None:
+                self.lifeline.report(_kill_at(workers))
+            if self.lifeline is not None and any(worker.leaked_threads for worker in workers):
+                # A job ran past its hard time limit: it is failed, but its thread cannot be
+                # stopped; a fresh process takes this one's place (docs/worker-command.md).
+                return 0, self._close(workers, threads, "a job ran past its hard time limit and its thread cannot be "
+                                      "stopped: recycling", RECYCLE_STATUS)
             if any(worker.failure is not None for worker in workers):
                 return 0, self._close(workers, threads, "a worker stopped with an error", 1)
             if not any(thread.is_alive() for thread in threads):

@@ -269,10 +269,26 @@ class Lifeline:
 
     STOP = b"s"
 
-    def __init__(self, fd: int, parent: int) -> None:
+    def __init__(self, fd: int, parent: int, report_fd: int | None = None) -> None:
         self.fd: int | None = fd
         self.parent = parent
         os.set_blocking(fd, False)
+        #: The write end of the pipe the worker process tells its supervisor on (``report``).
+        self.report_fd = report_fd
+        self._reported: float | None = None
+        if report_fd is not None:
+            os.set_blocking(report_fd, False)
+
+    def report(self, kill_at: float | None) -> None:
+        """Tell the supervisor when to kill this process (``time.monotonic()``, the same clock
+        in every process of the machine) unless it reports again: the hard time limit of its
+        earliest running job plus a margin (supervisor.py). Sent only when it changed; a full
+        pipe (a supervisor that stopped reading) drops it."""
+        if self.report_fd is None or kill_at == self._reported:
+            return
+        self._reported = kill_at
+        with contextlib.suppress(OSError):  # BlockingIOError, or a supervisor gone (EPIPE)
+            os.write(self.report_fd, b"%.3f\n" % (kill_at or 0.0))
 
     def look(self, inbox: SignalInbox) -> str | None:
         """Why to stop now, if the supervisor said so or is gone; None while all is well."""
@@ -298,3 +314,7 @@ class Lifeline:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = None
+        if self.report_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.report_fd)
+            self.report_fd = None

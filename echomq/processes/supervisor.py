@@ -26,6 +26,11 @@ Workers there; a ``JobRegistry`` builds its client once per process), so no sock
   one exits at once.
 * A child that could not start (``BOOT_FAILED_STATUS``) would fail again: the parent stops them
   all and exits 1.
+* A child reports, on a pipe of its own, when to kill it: the earliest hard time limit of its
+  running jobs plus a margin (serving.py). Its own watchdog fails such a job at the limit and the
+  child recycles itself; one that did not by then (its threads stuck, the GIL held by C code,
+  the process frozen) is sent SIGTERM, SIGKILL ``KILL_GRACE_S`` later, and is replaced at once;
+  its job goes back through the stalled check (docs/worker-command.md).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ HEALTHY_S = 60.0
 #: How long past ``--shutdown-timeout`` a stopping child may take before it is killed (a Worker's
 #: close returns within about a second past its timeout, docs/worker.md).
 STOP_MARGIN_S = 3.0
+#: How long a child sent SIGTERM for a job past its hard time limit has before SIGKILL.
+KILL_GRACE_S = 2.0
 
 #: Runs in a forked child and returns its exit status (it must never return into the parent's code):
 #: it is given the parent's inbox (to close, and the stops it recorded), its lifeline and its
@@ -90,10 +97,13 @@ class Supervisor:
         self.slots = [_Slot(index) for index in range(processes)]
         self.children: dict[int, _Slot] = {}
         self.lifelines: dict[int, int] = {}  # child pid -> the write end of its lifeline
+        self.reports: dict[int, int] = {}  # child pid -> the read end of its reports (Lifeline.report)
+        self.kill_at: dict[int, float] = {}  # child pid -> when its reports say to kill it
+        self.sigkill_at: dict[int, float] = {}  # child pid sent SIGTERM for a time limit -> when SIGKILL
         self.inbox = SenderAwareInbox((signal.SIGTERM, signal.SIGINT, FORCE_SIGNAL, signal.SIGCHLD))
         self.rule = StopRule()
         self.stopping = False
-        self.kill_at: float | None = None
+        self.stop_kill_at: float | None = None
         self.status = 0
 
     def run(self) -> int:
@@ -107,25 +117,29 @@ class Supervisor:
                 for received in self.inbox.take():
                     if received.signum != signal.SIGCHLD:
                         self._on_stop_signal(received)
+                self._read_reports()
+                self._enforce_time_limits()
                 self._reap()
                 self._restart_due()
-                if self.kill_at is not None and time.monotonic() >= self.kill_at and self.children:
+                if self.stop_kill_at is not None and time.monotonic() >= self.stop_kill_at and self.children:
                     log.warning("worker process(es) %s still running %s s after the stop; killing them",
                                 ", ".join(map(str, self.children)), f"{self.shutdown_timeout + STOP_MARGIN_S:g}")
                     self._signal_children(signal.SIGKILL)
-                    self.kill_at = None
+                    self.stop_kill_at = None
         finally:
             self.inbox.restore()
-            for lifeline in self.lifelines.values():
-                os.close(lifeline)
+            for fd in (*self.lifelines.values(), *self.reports.values()):
+                os.close(fd)
             self.lifelines.clear()
+            self.reports.clear()
         return self.status
 
     def _next_wake(self) -> float:
         now = time.monotonic()
         due = [slot.restart_at for slot in self.slots if slot.restart_at is not None]
-        if self.kill_at is not None:
-            due.append(self.kill_at)
+        due += [*self.kill_at.values(), *self.sigkill_at.values()]
+        if self.stop_kill_at is not None:
+            due.append(self.stop_kill_at)
         return min([1.0, *(max(0.0, when - now) for when in due)])
 
     def _spawn(self, slot: _Slot) -> None:
@@ -133,19 +147,21 @@ class Supervisor:
         slot.started_at = time.monotonic()
         supervisor = os.getpid()
         read_end, write_end = os.pipe()
+        report_read, report_write = os.pipe()
         try:
             pid = os.fork()
         except OSError:  # no process to be had (EAGAIN, ENOMEM): nothing of this attempt stays open
-            os.close(read_end)
-            os.close(write_end)
+            for fd in (read_end, write_end, report_read, report_write):
+                os.close(fd)
             raise
         if pid == 0:  # the child: run, then leave without ever returning into the parent's stack
             status = 1
             try:
                 os.close(write_end)
-                for other in self.lifelines.values():  # the other children's: their EOF is their parent's death
+                os.close(report_read)
+                for other in (*self.lifelines.values(), *self.reports.values()):  # the other children's
                     os.close(other)
-                status = self.child(self.inbox, Lifeline(read_end, supervisor), slot.index + 1)
+                status = self.child(self.inbox, Lifeline(read_end, supervisor, report_write), slot.index + 1)
             except BaseException:  # whatever ends the child is logged; its status says it died
                 log.exception("worker process %d failed", os.getpid())
             finally:
@@ -153,8 +169,11 @@ class Supervisor:
                     handler.flush()
                 os._exit(status)
         os.close(read_end)
+        os.close(report_write)
+        os.set_blocking(report_read, False)
         self.children[pid] = slot
         self.lifelines[pid] = write_end
+        self.reports[pid] = report_read
 
     def _on_stop_signal(self, received: Received) -> None:
         meaning = self.rule.meaning(received)
@@ -172,7 +191,7 @@ class Supervisor:
         for slot in self.slots:
             slot.restart_at = None
         self._signal_children(signal.SIGKILL)
-        self.kill_at = None
+        self.stop_kill_at = None
         self.status = FORCED_STATUS
 
     def _begin_stop(self, message: str) -> None:
@@ -185,7 +204,7 @@ class Supervisor:
                 os.write(lifeline, Lifeline.STOP)
             except OSError as exc:  # it died meanwhile (EPIPE): the next reap collects it
                 log.debug("worker process %d did not take the stop request: %s", pid, exc)
-        self.kill_at = time.monotonic() + self.shutdown_timeout + STOP_MARGIN_S
+        self.stop_kill_at = time.monotonic() + self.shutdown_timeout + STOP_MARGIN_S
 
     def _signal_children(self, signum: int) -> None:
         for pid in self.children:
@@ -201,10 +220,17 @@ class Supervisor:
             if pid == 0:
                 return
             slot = self.children.pop(pid, None)
-            lifeline = self.lifelines.pop(pid, None)
-            if lifeline is not None:
-                os.close(lifeline)
+            for fd in (self.lifelines.pop(pid, None), self.reports.pop(pid, None)):
+                if fd is not None:
+                    os.close(fd)
+            self.kill_at.pop(pid, None)
+            killed = self.sigkill_at.pop(pid, None) is not None
             if slot is not None:
+                if killed and not self.stopping:  # killed on purpose for a time limit: replaced at once
+                    log.info("worker process %d %s; starting a new one", pid,
+                             describe_status(os.waitstatus_to_exitcode(wait_status)))
+                    self._spawn(slot)
+                    continue
                 self._child_ended(pid, slot, os.waitstatus_to_exitcode(wait_status))
 
     def _child_ended(self, pid: int, slot: _Slot, code: int) -> None:
@@ -225,6 +251,44 @@ class Supervisor:
             log.warning("worker process %d %s after %.1f s; starting another in %.1f s", pid,
                         describe_status(code), lived, delay)
             slot.restart_at = time.monotonic() + delay
+
+    def _read_reports(self) -> None:
+        """The latest of each child's reports (Lifeline.report): when to kill it, or 0 for never."""
+        for pid, fd in self.reports.items():
+            try:
+                data = os.read(fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                data = b""
+            lines = data.split(b"\n")[:-1]  # writes of a few bytes to a pipe are atomic: whole lines
+            if not lines:
+                continue
+            try:
+                when = float(lines[-1])
+            except ValueError:
+                continue
+            if when > 0:
+                self.kill_at[pid] = when
+            else:
+                self.kill_at.pop(pid, None)
+
+    def _enforce_time_limits(self) -> None:
+        """SIGTERM a child past the kill time it reported, SIGKILL it ``KILL_GRACE_S`` later."""
+        now = time.monotonic()
+        for pid, when in list(self.kill_at.items()):
+            if now >= when and pid not in self.sigkill_at:
+                log.warning("worker process %d is still running a job past its hard time limit (it could not "
+                            "fail the job itself): sending SIGTERM, SIGKILL in %g s", pid, KILL_GRACE_S)
+                self.sigkill_at[pid] = now + KILL_GRACE_S
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        for pid, when in list(self.sigkill_at.items()):
+            if now >= when:
+                log.warning("worker process %d did not end after SIGTERM: SIGKILL", pid)
+                self.sigkill_at[pid] = float("inf")  # killed: the reap replaces it
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
     def _restart_due(self) -> None:
         if self.stopping:

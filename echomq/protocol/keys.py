@@ -51,7 +51,7 @@ SUFFIXES: tuple[str, ...] = (
 )
 
 #: The companion keys of a job hash, ``<jobKey>:<part>`` (docs/protocol.md §1.3).
-JOB_KEY_PARTS: tuple[str, ...] = ("lock", "logs", "dependencies", "processed", "unsuccessful", "failed")
+JOB_KEY_PARTS: tuple[str, ...] = ("lock", "logs", "dependencies", "processed", "unsuccessful", "failed", "cancel")
 
 
 def names_queue_key(job_id: str) -> str | None:
@@ -197,6 +197,10 @@ class QueueKeys:
 
     def job_lock(self, job_id: str) -> str:
         return self.key(f"{job_id}:lock")
+
+    def job_cancel(self, job_id: str) -> str:
+        """``<job>:cancel``: the reason of a cancel request for a running job (docs/protocol.md §1.3)."""
+        return self.key(f"{job_id}:cancel")
 
     def job_logs(self, job_id: str) -> str:
         return self.key(f"{job_id}:logs")

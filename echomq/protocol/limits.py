@@ -22,11 +22,13 @@ walk of the value.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, InvalidJobOptionsError
 
 #: The default most bytes of JSON a job's data may take.
 DEFAULT_MAX_DATA_BYTES = 16 * 1024 * 1024
@@ -113,3 +115,35 @@ class DataLimits:
         if self.max_depth is not None and nested_deeper_than(encoded, self.max_depth):
             return f"nested deeper than max_data_depth={self.max_depth}"
         return None
+
+
+#: The longest time limit (ms) a job or a worker takes: 2**31 - 1, a Worker's longest period
+#: (worker/options.py MAX_MS), so every limit fits a timer on each runtime.
+TIME_LIMIT_MAX_MS = 2**31 - 1
+
+
+def _time_limit(field: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= TIME_LIMIT_MAX_MS:
+        raise InvalidJobOptionsError(f"job option {field}={value!r:.100}: must be an integer between 1 and "
+                                     f"{TIME_LIMIT_MAX_MS} (ms)")
+    return value
+
+
+#: The time limit job options (docs/protocol.md §2.2): python name -> (stored name, check).
+#: Names of EchoMQ's own: BullMQ 6.7 has no time limit and keeps them in opts unread.
+TIME_LIMIT_OPTIONS: dict[str, tuple[str, Callable[[Any], int]]] = {
+    "time_limit_ms": ("emqTimeLimit", functools.partial(_time_limit, "time_limit_ms")),
+    "soft_time_limit_ms": ("emqSoftTimeLimit", functools.partial(_time_limit, "soft_time_limit_ms")),
+}
+
+
+def check_time_limits(label: str, soft: int | None, hard: int | None, error: type[Exception]) -> None:
+    """The one rule between the two limits: a soft limit at or past the hard one would never
+    be seen (the hard limit stops the attempt first), so it is refused, naming both."""
+    if soft is not None and hard is not None and soft >= hard:
+        raise error(f"{label}soft_time_limit_ms={soft!r}: must be below time_limit_ms={hard!r} (the hard limit "
+                    "would stop the job first)")
+
+#: How long a cancel request (``<job>:cancel``, docs/protocol.md §1.3) lives at most: deleted
+#: when the job finishes, this TTL bounds it when a runtime that does not know it finishes the job.
+CANCEL_TTL_MS = 3_600_000

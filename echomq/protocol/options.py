@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import InvalidJobOptionsError
 from .codec import encode_json, utf8_problem
 from .keys import names_queue_key
+from .limits import TIME_LIMIT_OPTIONS, check_time_limits
 
 #: Highest priority the protocol accepts (BullMQ's PRIORITY_LIMIT, 2**21 - 1).
 PRIORITY_LIMIT = 2**21 - 1
@@ -285,6 +286,7 @@ _SIMPLE: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "repeat_job_key": ("repeatJobKey", lambda v: _str("repeat_job_key", v)),
     "prev_millis": ("prevMillis", lambda v: _int("prev_millis", v, maximum=MAX_EPOCH_MS)),
     "repeat": ("repeat", _repeat),
+    **TIME_LIMIT_OPTIONS,  # EchoMQ's own (docs/protocol.md §2.2)
     **{name: (short, functools.partial(_bool, name)) for name, short in _BOOL_SHORT.items()},
 }
 KNOWN_OPTIONS: tuple[str, ...] = (*_SIMPLE, "telemetry")
@@ -315,6 +317,7 @@ def encode_job_options(opts: Mapping[str, Any]) -> dict[str, Any]:
     flags = [name for name, short in _BOOL_SHORT.items() if out.get(short)]
     if len(flags) > 1:
         raise _fail(flags[0], True, f"cannot be used together with {', '.join(flags[1:])}")
+    check_time_limits("job option ", out.get("emqSoftTimeLimit"), out.get("emqTimeLimit"), InvalidJobOptionsError)
     if "de" in out and "parent" in out:
         raise _fail("deduplication", opts.get("deduplication"), "cannot be used together with parent")
     try:

@@ -15,7 +15,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..clock import system_clock
-from ..errors import InvalidInputError, JobNotFoundError, raise_for_code
+from ..errors import InvalidInputError, JobCancelledError, JobNotFoundError, raise_for_code
 from ..protocol import job_hash
 from ..protocol.codec import decode_hash, int_or_none, text, utf8_problem
 from ..protocol.keys import QueueKeys, names_queue_key
@@ -27,7 +27,7 @@ from ..transport.connection import is_cluster_client, queue_client
 from ..transport.refusals import refusals
 from ..transport.scripts import script
 from ..types import Clock, EventReader, JobState
-from . import edits, operations, wait_finished
+from . import cancel, edits, operations, wait_finished
 
 #: ``from_hash``'s "data not read yet" (None is a job's data too).
 _UNREAD: Any = object()
@@ -188,6 +188,28 @@ class Job:
 
     def remove(self, *, remove_children: bool = True) -> bool:
         return remove_job(self.connection, self.keys, self.id, remove_children=remove_children)
+
+    def cancel(self, reason: str | None = None) -> bool:
+        """``Queue.cancel`` of this job: True when it was taken out (it had not started) or its
+        worker was told to stop it; False for a finished or unknown job or a cancel under way."""
+        return cancel.cancel_job(self.connection, self.keys, self.id, reason, self.clock()).done
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the running attempt was told to stop (a cancel, a time limit): the
+        processor should wrap up and call ``raise_if_cancelled()``. Always False outside a worker."""
+        return self.stop_reason is not None
+
+    def raise_if_cancelled(self) -> None:
+        """Raise the ``JobCancelledError`` (a subclass says why) once ``cancelled`` is true."""
+        stop = self.stop_reason
+        if stop is not None:
+            raise stop
+
+    @property
+    def stop_reason(self) -> JobCancelledError | None:
+        """Why the running attempt must stop (None: it need not); only a worker's job ever has one."""
+        return None
 
     def promote(self) -> None:
         promote_job(self.connection, self.keys, self.id)

@@ -21,7 +21,7 @@ from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, Da
 from ..protocol.options import lookup_job_id
 from ..transport.connection import Connection, Connections
 from ..types import Clock, JobOptions
-from . import admin, edits, global_limits, metrics, operations
+from . import admin, cancel, edits, global_limits, metrics, operations
 from .adding import JobAdder
 from .enqueue import AddPlanner
 from .job import Job, add_log, change_delay, promote_job, remove_job, update_progress
@@ -176,6 +176,15 @@ class Queue:
         """Remove a job from any state. False (nothing removed) while a worker holds its lock."""
         _check_flag("remove", "remove_children", remove_children)
         return remove_job(self.client, self.keys, lookup_job_id(job_id, "remove"), remove_children=remove_children)
+
+    def cancel(self, job_id: str, reason: str | None = None) -> bool:
+        """Cancel a job (docs/worker.md, "Time limits and cancel"). A waiting, prioritized or
+        delayed job is taken out and fails for good at once, never to run; a running one's
+        worker is told through Redis and ends it within a fraction of a second. Either way it
+        ends failed with ``failedReason`` ``cancelled: <reason>``, not retried. True when it
+        did one of these; False, writing nothing, for a job that finished already, a cancel
+        under way, a flow parent waiting for its children, or an unknown id."""
+        return cancel.cancel_job(self.client, self.keys, lookup_job_id(job_id, "cancel"), reason, self.clock()).done
 
     def promote(self, job_id: str) -> None:
         """Move a delayed job to wait (or prioritized) now."""

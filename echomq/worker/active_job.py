@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import redis
 
-from ..errors import raise_for_code
+from ..errors import JobCancelledError, raise_for_code
 from ..protocol import job_hash
 from ..protocol.keys import QueueKeys
 from ..protocol.limits import DataLimits
@@ -22,6 +22,7 @@ from ..queue.job import Job
 from ..transport.calls import run_script
 from ..transport.scripts import script
 from ..types import Clock
+from .limits import AttemptControl
 
 
 class ActiveJob(Job):
@@ -33,6 +34,14 @@ class ActiveJob(Job):
     lock_release: Callable[[bool], None] | None = None
     #: Set by :meth:`discard`: if this attempt fails, it is the last one.
     discarded: bool = False
+    #: Set by the worker: the attempt's stop state (limits.py), read by ``cancelled``.
+    control: AttemptControl | None = None
+
+    @property
+    def stop_reason(self) -> JobCancelledError | None:
+        """Why this attempt must stop: a cancel request, a soft or a hard time limit (None: it need not)."""
+        control = self.control
+        return None if control is None else control.stop
 
     def discard(self) -> None:
         """Make this attempt the last: if the processor then fails, the job fails for good,

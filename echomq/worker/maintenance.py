@@ -49,8 +49,12 @@ class LockRegistry:
                 self._taken[job_id] = taken
             self._releasing.discard(job_id)
 
-    def untrack(self, job_id: str) -> None:
+    def untrack(self, job_id: str, token: str | None = None) -> None:
+        """Stop tracking ``job_id`` (only the attempt holding ``token``, when given: a thread
+        left behind at a hard limit must not untrack the job's next attempt)."""
         with self._lock:
+            if token is not None and self._tokens.get(job_id) != token:
+                return
             self._tokens.pop(job_id, None)
             self._taken.pop(job_id, None)
             self._releasing.discard(job_id)

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..clock import system_clock
 from ..errors import InvalidInputError
-from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits
+from ..protocol.limits import DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_DATA_DEPTH, DataLimits, check_time_limits
 from ..protocol.options import validate_keep
 from ..types import BackoffStrategy, Clock
 
@@ -109,6 +109,10 @@ class WorkerOptions:
     #: At concurrency 1, how long (µs) the processing thread polls for each hot-path reply before
     #: it sleeps on the socket (transport/reply_wait.py); 0 never spins. Unused above 1.
     reply_spin_us: int = 250
+    #: Default time limits (ms) of the jobs whose options set none (docs/worker.md): past the
+    #: soft one ``job.cancelled`` turns true, at the hard one the attempt fails without its thread.
+    time_limit_ms: int | None = None
+    soft_time_limit_ms: int | None = None
     #: The two limits above, checked: a job whose stored data is over them fails unrun.
     data_limits: DataLimits = dataclasses.field(init=False, repr=False, compare=False, default=DataLimits())
 
@@ -120,6 +124,10 @@ class WorkerOptions:
         _at_least("stalled_interval", self.stalled_interval, 1, MAX_MS)
         _at_least("max_stalled_count", self.max_stalled_count, 0)
         _at_least("reply_spin_us", self.reply_spin_us, 0, 10_000)
+        for limit in ("time_limit_ms", "soft_time_limit_ms"):
+            if getattr(self, limit) is not None:
+                _at_least(limit, getattr(self, limit), 1, MAX_MS)
+        check_time_limits("Worker ", self.soft_time_limit_ms, self.time_limit_ms, InvalidInputError)
         if self.lock_renew_time is not None:
             _at_least("lock_renew_time", self.lock_renew_time, 1, MAX_MS)
             if self.lock_renew_time >= self.lock_duration:

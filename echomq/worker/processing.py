@@ -26,10 +26,19 @@ from typing import Any, NamedTuple
 
 import redis
 
-from ..errors import EchoMQError, LockError, UnrecoverableError, WaitingChildrenError
+from ..errors import (
+    CancelPendingError,
+    EchoMQError,
+    JobCancelRequestedError,
+    JobHardTimeLimitError,
+    LockError,
+    UnrecoverableError,
+    WaitingChildrenError,
+)
 from ..protocol import job_hash
-from ..protocol.codec import encode_json_like_js, sendable_text
+from ..protocol.codec import encode_json_like_js, sendable_text, text
 from ..protocol.keys import QueueKeys
+from ..queue.cancel import failed_reason
 from ..schedule.records import SKIPPED_RETURNVALUE_KEY
 from ..schedule.repair import STEP_RETRIES, is_transient_step_error
 from ..schedule.runs import IterationRuns
@@ -38,6 +47,7 @@ from ..transport.connection import CONNECTION_ERRORS, Backoff
 from ..types import BackoffStrategy, Clock, Processor
 from .active_job import Attempt
 from .fetcher import Handoff, Slots
+from .limits import AttemptControl, Watchdog, attempt_limits
 from .listeners import ListenerSet
 from .maintenance import LockRegistry
 from .options import WorkerOptions
@@ -64,6 +74,11 @@ class _Failure(NamedTuple):
     reason: str
     fields: list[str]
     delay: int | None
+    cancelling: bool = False  #: the job's cancellation (docs/protocol.md §3.8)
+
+
+class _Abandoned(BaseException):
+    """The attempt of this thread was failed at its hard limit: the thread records nothing and ends."""
 
 
 class AttemptRunner:
@@ -72,7 +87,8 @@ class AttemptRunner:
     def __init__(self, *, client: redis.Redis, keys: QueueKeys, transitions: Transitions, locks: LockRegistry,
                  processor: Processor, options: WorkerOptions, backoff_strategy: BackoffStrategy | None,
                  clock: Clock, scheduler: JobScheduler, slots: Slots, handoff: Handoff,
-                 stop: threading.Event, abandoned: threading.Event, listeners: ListenerSet) -> None:
+                 stop: threading.Event, abandoned: threading.Event, listeners: ListenerSet,
+                 on_leak: Callable[[AttemptControl], None] | None = None) -> None:
         self.client = client
         self.keys = keys
         self.transitions = transitions
@@ -92,6 +108,10 @@ class AttemptRunner:
         self.processed = 0
         self._processed_lock = threading.Lock()
         self.iteration_runs = IterationRuns()
+        #: Watches the running attempts' limits and cancel requests (limits.py).
+        self.watchdog = Watchdog(client, keys, self.hard_limit)
+        #: Told when an attempt's thread is lost to it at the hard limit (the Worker refills the slot).
+        self.on_leak: Callable[[AttemptControl], None] = on_leak or (lambda control: None)
 
     def loop(self) -> None:
         try:
@@ -107,6 +127,8 @@ class AttemptRunner:
                     job_id = current.job_id
                     try:
                         current = self.process(current, token)
+                    except _Abandoned:
+                        return  # failed at its hard limit: the Worker gave the slot to a new thread
                     except BaseException:  # a bug of ours (or a strategy's SystemExit) must not
                         # kill the thread: the lock expires and the stalled check hands the job
                         # to someone else
@@ -145,6 +167,11 @@ class AttemptRunner:
                           max(attempt.attempts, attempt.attempts_made + 1))
             timing = telling or log.isEnabledFor(logging.INFO)  # else no clock read
             started = time.monotonic() if timing else 0.0
+            soft_ms, hard_ms = attempt_limits(attempt.opts, self.options.soft_time_limit_ms,
+                                              self.options.time_limit_ms)
+            control = job.control = AttemptControl(attempt.job_id, token, soft_ms, hard_ms,
+                                                   threading.current_thread(), (attempt, job))
+            self.watchdog.watch(control)
             try:
                 if attempt.deferred_failure:
                     raise UnrecoverableError(attempt.deferred_failure)
@@ -153,11 +180,22 @@ class AttemptRunner:
                 result = self.processor(job)
                 value = encode_json_like_js(result)
             except WaitingChildrenError:
+                self._claim(control)
                 return None  # the job moved to waiting-children and runs again after them
             except BaseException as exc:  # noqa: BLE001 - the processor's failure is the job's, not ours
+                self._claim(control)
                 ran_ms = _ms_since(started) if timing else 0.0
-                failure = self._failure(attempt, job, exc)  # decided (and logged) once, not per retry
+                failure = self._failure(attempt, job, exc, control.cancel_reason)  # decided (and logged) once
                 told = partial(self.listeners.failed, job, exc, ran_ms, failure.delay) if telling else None
+                return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch), told)
+            finally:
+                self.watchdog.forget(control)
+            self._claim(control)
+            if control.cancel_reason is not None:  # it returned, but was cancelled meanwhile: it fails
+                stop = JobCancelRequestedError(control.cancel_reason)
+                failure = self._failure(attempt, job, stop, control.cancel_reason)
+                told = partial(self.listeners.failed, job, stop, _ms_since(started) if timing else 0.0,
+                               None) if telling else None
                 return self._finish(attempt, lambda fetch: self._fail(attempt, failure, fetch), told)
             ran = _ms_since(started) if timing else None
             if attempt.scheduler_id:
@@ -165,7 +203,36 @@ class AttemptRunner:
             told = partial(self.listeners.completed, job, result, ran or 0.0) if telling else None
             return self._finish(attempt, lambda fetch: self._complete(attempt, value, fetch, ran), told)
         finally:
-            self.locks.untrack(attempt.job_id)
+            self.locks.untrack(attempt.job_id, token)
+
+    def _claim(self, control: AttemptControl) -> None:
+        """Record this attempt's outcome from its own thread, unless the hard limit took it
+        first: then the result is discarded and the thread ends (``_Abandoned``)."""
+        if control.claim_finish():
+            # job -> control -> (attempt, job): a cycle only the cyclic GC frees, which cost a
+            # sixth of the CPU per job at concurrency 10; broken here, where the payload is done with
+            control.payload = None
+            return
+        log.warning("worker %s: job %s returned after it was failed (it %s), in thread %s: the result is "
+                    "discarded and the thread ends", self.queue_name, control.job_id, control.why_abandoned(),
+                    threading.current_thread().name)
+        raise _Abandoned
+
+    def hard_limit(self, control: AttemptControl) -> None:
+        """From the watchdog: ``control``'s attempt ran past its hard limit and its thread is
+        lost to it. Fail the attempt now as any failure (retries and backoff apply; a pending
+        cancel makes it the cancellation), with the attempt's own token, then give its slot to
+        a new thread (``on_leak``). The late thread finds the attempt abandoned and records
+        nothing (``_claim``)."""
+        attempt, job = control.payload
+        control.payload = None  # the cycle broken, as _claim does
+        stop = control.stop if control.stop is not None else JobHardTimeLimitError("hard time limit exceeded")
+        failure = self._failure(attempt, job, stop, control.cancel_reason)
+        try:
+            self._finish(attempt, lambda _fetch: self._fail(attempt, failure, False))
+        finally:
+            self.locks.untrack(attempt.job_id, attempt.token)
+            self.on_leak(control)
 
     def _finish(self, attempt: Attempt, move: Callable[[bool], Fetched | None],
                 told: Callable[[], None] | None = None) -> Fetched | None:
@@ -187,6 +254,14 @@ class AttemptRunner:
                 self.stop.wait(delay)
                 if self.stop.is_set():
                     time.sleep(backoff.next_delay())
+            except CancelPendingError:
+                # A cancel request came after the processor's outcome was decided: the job ends
+                # as cancelled instead, once (docs/protocol.md §3.8).
+                stored = self.client.get(self.keys.job_cancel(attempt.job_id))
+                if stored is not None:
+                    failure = self._failure(attempt, None, JobCancelRequestedError(""), failed_reason(text(stored)))
+                    move = partial(self._fail, attempt, failure)
+                    told = None
             except (EchoMQError, redis.ResponseError) as exc:
                 # Refused (lock lost, no longer active) or a server error: the job is either
                 # another worker's now or stays active until the stalled check returns it.
@@ -229,17 +304,21 @@ class AttemptRunner:
                      shown_name(attempt.fields.get("name", "")), ran_ms)
         return fetched
 
-    def _failure(self, attempt: Attempt, job: Any, exc: BaseException) -> _Failure:
+    def _failure(self, attempt: Attempt, job: Any, exc: BaseException, cancelled: str | None = None) -> _Failure:
         """What a failed attempt records (reason, traces) and whether it retries, with the one
-        log line that says so: the job's id, name and attempt, and what happens next."""
+        log line that says so: the job's id, name and attempt, and what happens next.
+        ``cancelled``: the cancel request's ``failedReason``; it replaces the exception's and
+        the job fails for good (as does a JobCancelRequestedError raised by the processor)."""
+        if cancelled is None and isinstance(exc, JobCancelRequestedError):
+            cancelled = exc.reason
         try:
-            reason = sendable_text(str(exc) or type(exc).__name__)  # the message may hold anything
+            reason = cancelled or sendable_text(str(exc) or type(exc).__name__)  # the message may hold anything
         except Exception:  # noqa: BLE001 - an exception whose __str__ fails still fails the job
             reason = type(exc).__name__
         traces = stacktrace_with(job_hash.stacktrace(attempt.fields), exc, attempt.opts.get("stackTraceLimit"))
         fields = ["failedReason", reason, "stacktrace", encode_json_like_js(traces), *attempt.repairs]
-        delay = retry_delay(job, attempt.attempts, attempt.attempts_made, attempt.opts.get("backoff"), exc,
-                            self.backoff_strategy)
+        delay = None if cancelled is not None else retry_delay(
+            job, attempt.attempts, attempt.attempts_made, attempt.opts.get("backoff"), exc, self.backoff_strategy)
         if delay is None:
             ahead, level = "no retry: the job failed", logging.ERROR
         else:
@@ -250,13 +329,16 @@ class AttemptRunner:
         # handles): then it is our own raise, with nothing to show.
         if not isinstance(exc, Exception):
             level = logging.ERROR
+        if cancelled is not None:  # someone asked for it: no error of the job's, no traceback to show
+            ahead, level = "cancelled: no retry", logging.WARNING
         if log.isEnabledFor(level):
-            ran = not attempt.deferred_failure and attempt.problem is None and not isinstance(exc, UnroutedJobError)
+            ran = not attempt.deferred_failure and attempt.problem is None and cancelled is None \
+                and not isinstance(exc, UnroutedJobError)
             log.log(level, "worker %s: job %s (%s) failed on attempt %d of %d: %s: %s; %s", self.queue_name,
                     attempt.job_id, shown_name(attempt.fields.get("name", "")), attempt.attempts_made + 1,
                     max(attempt.attempts, attempt.attempts_made + 1), type(exc).__name__, _bounded(reason), ahead,
                     exc_info=exc if ran else None)
-        return _Failure(reason, fields, delay)
+        return _Failure(reason, fields, delay, cancelled is not None)
 
     def _fail(self, attempt: Attempt, failure: _Failure, fetch_next: bool) -> Fetched | None:
         reason, fields, delay = failure.reason, failure.fields, failure.delay
@@ -270,7 +352,7 @@ class AttemptRunner:
         fetched = self.transitions.move_to_finished(
             attempt.job_id, attempt.token, self.clock(), completed=False, value=reason,
             keep=attempt.opts.get("removeOnFail", self.options.remove_on_fail), attempts=attempt.attempts,
-            fetch_next=fetch_next, fields=fields, taken=attempt.taken,
+            fetch_next=fetch_next, fields=fields, taken=attempt.taken, cancelling=failure.cancelling,
         )
         self._count_finished()
         return fetched

@@ -201,30 +201,34 @@ class Transitions:
         fetch_next: bool,
         fields: Sequence[str] = (),
         taken: tuple[str, str, str] = ("", "", ""),
+        cancelling: bool = False,
     ) -> Fetched | None:
         """Complete (value = return value JSON) or finally fail (value = failed reason).
         Returns the next job's Fetched when fetch_next took one (or learnt the next due time).
         ``taken`` (processedOn, ats of the take) goes into the record of the finish, which
-        tells this take from another if it must be sent again after a failover."""
+        tells this take from another if it must be sent again after a failover. ``cancelling``:
+        this failure is the job's cancellation, the one exit a pending cancel request allows
+        (docs/protocol.md §3.8); any other is refused with CancelPendingError."""
         target = "completed" if completed else "failed"
         count, age, limit = keep_args(keep)
         fields_json = _fields_arg(fields)
         bound = self._finished[target]
         keys = bound.for_job(job_id)
         result = self._run(bound, keys, self._finished_args(job_id, token, now_ms, target, value, count, age, limit,
-                                                            str(int(attempts)), fields_json, fetch_next))
+                                                            str(int(attempts)), fields_json, fetch_next, cancelling))
         if isinstance(result, int) and result < 0:
             raise_for_code(result, f"move job to {target}", job_id=job_id, state="active")
         # atoms only, no list: a record the garbage collector need not walk (master_moves.py)
         self.moves.record((job_id, token, taken, now_ms, len(value) + len(fields_json), _FINISHED, target, value,
-                           count, age, limit, str(int(attempts)), fields_json))
+                           count, age, limit, str(int(attempts)), fields_json, cancelling))
         return None if isinstance(result, int) else parse_fetched(result)
 
     def _finished_args(self, job_id: str, token: str, now_ms: int, target: str, value: str, count: str, age: str,
-                       limit: str, attempts: str, fields_json: str, fetch_next: bool) -> list[Any]:
+                       limit: str, attempts: str, fields_json: str, fetch_next: bool,
+                       cancelling: bool = False) -> list[Any]:
         return [job_id, now_ms, "returnvalue" if target == "completed" else "failedReason", value, target,
                 "1" if fetch_next else "0", self._job_prefix, token, count, age, limit, attempts, fields_json,
-                *self._finish_tail]
+                *self._finish_tail, "1" if cancelling else ""]
 
     def move_to_delayed(
         self, job_id: str, token: str, now_ms: int, delay_ms: int, *, fields: Sequence[str] = (),
@@ -258,10 +262,10 @@ class Transitions:
         """The call a recorded finish was, without its fetch-next (master_moves.py sends it again)."""
         job_id, token, _taken, now_ms, _size, kind, *rest = record
         if kind == _FINISHED:
-            target, value, count, age, limit, attempts, fields_json = rest
+            target, value, count, age, limit, attempts, fields_json, cancelling = rest
             bound = self._finished[target]
             return bound.script, bound.for_job(job_id), self._finished_args(
-                job_id, token, now_ms, target, value, count, age, limit, attempts, fields_json, False)
+                job_id, token, now_ms, target, value, count, age, limit, attempts, fields_json, False, cancelling)
         if kind == _DELAYED:
             delay_ms, fields_json = rest
             return self._delayed.script, self._delayed.for_job(job_id), self._delayed_args(

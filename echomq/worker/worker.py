@@ -44,6 +44,7 @@ from .maintenance import LockRegistry, Maintenance
 from .options import WorkerOptions, client_name_safe
 from .processing import AttemptRunner
 from .routing import as_processor
+from .threads import ProcessorThreads
 from .transitions import Transitions
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class Worker:
         max_data_depth: int | None = DEFAULT_MAX_DATA_DEPTH,
         listeners: Sequence[WorkerListener] | None = None,
         reply_spin_us: int = 250,
+        time_limit_ms: int | None = None,
+        soft_time_limit_ms: int | None = None,
     ) -> None:
         processor = as_processor(processor, queue_name)  # a mapping routes by job name (routing.py)
         self.options = options = WorkerOptions(
@@ -118,6 +121,7 @@ class Worker:
             remove_on_complete=remove_on_complete, remove_on_fail=remove_on_fail,
             backoff_strategy=backoff_strategy, clock=clock, max_data_bytes=max_data_bytes,
             max_data_depth=max_data_depth, metrics=metrics, reply_spin_us=reply_spin_us,
+            time_limit_ms=time_limit_ms, soft_time_limit_ms=soft_time_limit_ms,
         )
         self.keys = QueueKeys(queue_name, prefix)
         self._listeners = ListenerSet(listeners, queue_name)
@@ -166,6 +170,8 @@ class Worker:
         self._started = False
         self._close_deadline: float | None = None  # monotonic; None: no bound (or no close yet)
         self._own_threads: list[threading.Thread] = []  # processors and maintenance, once run() started them
+        self._processors = ProcessorThreads(self._runner.loop, slots, queue_name, self._own_threads)
+        self._runner.on_leak = self._processors.refill
         self._run_ident: int | None = None
         self._thread: threading.Thread | None = None
         #: What ended a ``start()``-ed worker's run() with an error (None while it runs or ended cleanly).
@@ -203,6 +209,16 @@ class Worker:
         return self.options.remove_on_fail
 
     @property
+    def leaked_threads(self) -> int:
+        """Threads lost to jobs past their hard time limit, each left running (docs/worker.md)."""
+        return self._processors.leaked
+
+    @property
+    def next_hard_limit(self) -> float | None:
+        """``time.monotonic()`` of the earliest hard time limit of a running job (None: none has one)."""
+        return self._runner.watchdog.next_hard_limit()
+
+    @property
     def processed(self) -> int:
         """Jobs this worker finished (completed or failed for good)."""
         return self._runner.processed
@@ -229,18 +245,14 @@ class Worker:
         processors: list[threading.Thread] = []
         try:
             self._fetcher.marker.open()
-            maintenance = threading.Thread(target=self._maintenance_loop, name=f"echomq-maint-{self.queue_name}",
-                                           daemon=True)
-            self._own_threads.append(maintenance)
-            maintenance.start()
-            threads.append(maintenance)
-            processors = [
-                threading.Thread(target=self._runner.loop, name=f"echomq-proc-{self.queue_name}-{i}", daemon=True)
-                for i in range(self.concurrency)
-            ]
-            self._own_threads.extend(processors)
-            for thread in processors:
+            for label, target, args in (("maint", self._maintenance_loop, ()),
+                                        ("watchdog", self._runner.watchdog.run, (self._stop_maintenance,))):
+                thread = threading.Thread(target=target, args=args, name=f"echomq-{label}-{self.queue_name}",
+                                          daemon=True)
+                self._own_threads.append(thread)
                 thread.start()
+                threads.append(thread)
+            processors = self._processors.start(self.concurrency)
             try:
                 self._fetcher.run(burst=burst)
             finally:
@@ -352,6 +364,7 @@ class Worker:
             alive[0].join(JOIN_STEP_S if left is None else min(left, JOIN_STEP_S))
 
     def _shutdown(self, processors: list[threading.Thread], others: list[threading.Thread]) -> None:
+        processors = self._processors.closing() if processors else []
         for _ in processors:
             self._handoff.put(None)
         running = self._join_until_deadline(processors)
@@ -367,6 +380,7 @@ class Worker:
                         ", ".join(jobs))
             self.transitions.interrupt_threads(t.ident for t in running)
         self._stop_maintenance.set()
+        self._runner.watchdog.wake()
         grace_end = time.monotonic() + SHUTDOWN_GRACE_S
         for thread in (*running, *others):
             thread.join(_left(grace_end))

@@ -130,3 +130,57 @@ def test_a_second_sigint_stops_at_once_and_the_stalled_check_recovers_the_job(
     assert counts(url_connection, queue_name)["active"] == 1
     recover_with_another_worker(url_connection, queue_name)
     assert counts(url_connection, queue_name)["completed"] == 1
+
+
+def test_a_job_past_its_hard_time_limit_fails_and_a_fresh_child_takes_its_place(
+        url_connection: redis.Redis, server_url: str, queue_name: str) -> None:
+    """The child's watchdog fails the job at ``--time-limit-ms`` (its reason names the limit,
+    no retry left); the thread still stuck in it cannot be stopped, so the child recycles
+    itself and the supervisor starts a fresh one at once, which runs the next jobs."""
+    with WorkerCommand(["--processor", "support.sample_jobs:sleepy", "--redis", server_url, "--processes", "2",
+                        "--time-limit-ms", "300", *QUICK_RECOVERY, queue_name]) as command:
+        assert command.wait_for_line("started: queues", count=2), command.stderr
+        first = command.children()
+        stuck = add_jobs(url_connection, queue_name, 1, name="sleepy", seconds=60)[0]
+        assert command.wait_for_line("was recycled; starting a new one"), command.stderr
+        job = Queue(url_connection, queue_name).get_job(stuck)
+        assert job is not None and job.get_state() == "failed"
+        assert job.failed_reason == "hard time limit of 300 ms exceeded"
+        assert "ran past its hard time limit of 300 ms" in command.stderr
+        assert wait_until(lambda: len(command.children()) == 2 and command.children() != first, 10)
+        add_jobs(url_connection, queue_name, 6, name="sleepy", seconds=0.01)
+        assert wait_until(lambda: counts(url_connection, queue_name)["completed"] == 6, 20), command.stderr
+        assert counts(url_connection, queue_name)["failed"] == 1  # the stuck job failed once, ran once
+        command.signal(signal.SIGTERM)
+        assert command.wait(30) == 0, command.stderr
+
+
+def test_a_child_that_cannot_fail_its_job_at_the_hard_limit_is_killed_and_the_job_is_not_lost(
+        url_connection: redis.Redis, server_url: str, queue_name: str) -> None:
+    """A child frozen in a job (SIGSTOP: no thread of it runs, as with the GIL held by C code)
+    cannot fail the job at its limit: the supervisor, told the limit beforehand, sends SIGTERM
+    past it, SIGKILL after the grace, and starts a new child at once. The job's lock expires and
+    the stalled check hands it out again (at least once); the next run fails at the limit."""
+    started = f"emq:{{{queue_name}}}:test-started"
+    with WorkerCommand(["--processor", "support.sample_jobs:sleepy", "--redis", server_url, "--processes", "2",
+                        "--time-limit-ms", "1000", *QUICK_RECOVERY, queue_name]) as command:
+        assert command.wait_for_line("started: queues", count=2), command.stderr
+        job_id = add_jobs(url_connection, queue_name, 1, name="sleepy", seconds=60, started=started)[0]
+        assert wait_until(lambda: url_connection.llen(started) == 1, 10), command.stderr
+        frozen = json.loads(url_connection.lindex(started, 0))["pid"]
+        time.sleep(0.7)  # its main thread reports the limit within half a second
+        os.kill(frozen, signal.SIGSTOP)
+        assert command.wait_for_line(f"worker process {frozen} is still running a job past its hard time limit"), \
+            command.stderr
+        assert command.wait_for_line(f"worker process {frozen} did not end after SIGTERM: SIGKILL"), command.stderr
+        assert command.wait_for_line(f"worker process {frozen} was killed by SIGKILL; starting a new one"), \
+            command.stderr
+        job = Queue(url_connection, queue_name).get_job(job_id)
+        assert job is not None
+        assert wait_until(lambda: job.reload().get_state() == "failed", 20), command.stderr
+        job.reload()  # the state was read after the hash: read it again
+        assert job.failed_reason == "hard time limit of 1000 ms exceeded"
+        runs = [json.loads(raw)["pid"] for raw in url_connection.lrange(started, 0, -1)]
+        assert len(runs) == 2 and runs[0] == frozen != runs[1]  # taken back once, by another process
+        command.signal(signal.SIGTERM)
+        assert command.wait(30) == 0, command.stderr

@@ -92,7 +92,8 @@ def test_a_tokens_choices() -> None:
 
 
 @pytest.mark.parametrize(("token", "message"), [
-    ("job:nope", "job key 'job:nope': the companions are lock, logs, dependencies, processed, unsuccessful, failed"),
+    ("job:nope", "job key 'job:nope': the companions are lock, logs, dependencies, processed, unsuccessful, failed, "
+     "cancel"),
     ("nope:<x>", "key 'nope:<x>' does not become a per-queue key for any choice"),
     ("nope", "unknown key 'nope' (a per-queue suffix, 'prefix', 'job', 'job:<part>' or '<choice>')"),
     ("Wait", "unknown key 'Wait' (a per-queue suffix, 'prefix', 'job', 'job:<part>' or '<choice>')"),
