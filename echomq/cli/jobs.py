@@ -161,29 +161,17 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-#: What ``job cancel`` says of each outcome (echomq.queue.cancel.CancelOutcome).
-_CANCELLED = {
-    CancelOutcome.FAILED: "it had not started: taken out and failed, it will not run",
-    CancelOutcome.TOLD: "it is running: its worker is told and ends it as cancelled",
-}
-_NOT_CANCELLED = {
-    CancelOutcome.PENDING: "a cancel of it is under way already",
-    CancelOutcome.FINISHED: "it finished already",
-    CancelOutcome.WAITING_CHILDREN: "it waits for its children: cancel them, or remove it",
-}
-
-
 def cmd_cancel(args: argparse.Namespace) -> int:
     with opened_queue(args) as queue:
         outcome = cancel_job(queue.client, queue.keys, lookup_job_id(args.id, "cancel"), args.reason, queue.clock())
     if outcome is CancelOutcome.MISSING:
         raise JobNotFoundError(f"job {args.id!r} not found in queue {args.queue!r}")
     if not outcome.done:
-        raise InvalidStateError(f"job {args.id!r} not cancelled: {_NOT_CANCELLED[outcome]}")
+        raise InvalidStateError(f"job {args.id!r} not cancelled: {outcome.explained}")
     if args.json:
         write_json({"id": args.id, "cancelled": True, "outcome": outcome.value})
     else:
-        print(f"cancelled job {args.id!r} of queue {args.queue!r}: {_CANCELLED[outcome]}")
+        print(f"cancelled job {args.id!r} of queue {args.queue!r}: {outcome.explained}")
     return 0
 
 

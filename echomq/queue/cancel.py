@@ -42,6 +42,21 @@ class CancelOutcome(enum.Enum):
     def done(self) -> bool:
         return self in (CancelOutcome.FAILED, CancelOutcome.TOLD)
 
+    @property
+    def explained(self) -> str:
+        """What a user is told of it (the CLI's ``job cancel``, the dashboard's Cancel)."""
+        return _EXPLAINED[self]
+
+
+_EXPLAINED = {
+    CancelOutcome.FAILED: "it had not started: taken out and failed, it will not run",
+    CancelOutcome.TOLD: "it is running: its worker is told and ends it as cancelled",
+    CancelOutcome.PENDING: "a cancel of it is under way already",
+    CancelOutcome.FINISHED: "it finished already",
+    CancelOutcome.WAITING_CHILDREN: "it waits for its children: cancel them, or remove it",
+    CancelOutcome.MISSING: "there is no such job",
+}
+
 
 def failed_reason(reason: str) -> str:
     """The ``failedReason`` of a cancelled job: ``cancelled: <reason>`` (one home for the text)."""

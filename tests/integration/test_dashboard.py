@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 import logging
 import re
+import threading
+import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
@@ -263,6 +265,47 @@ def test_retry_promote_remove_clean_drain(connection: redis.Redis, prefix: str) 
     assert "(delayed ones too)" in post("drain", delayed="1").get_data(as_text=True)
     assert "removed 2 jobs waiting and delayed" in post("drain", delayed="1", confirm="yes").get_data(as_text=True)
     assert queue.get_job_counts("waiting", "delayed") == {"waiting": 0, "delayed": 0}
+
+
+def test_a_job_is_cancelled_from_its_page_waiting_or_running(connection: redis.Redis, prefix: str) -> None:
+    queue = Queue(connection, "orders", prefix=prefix)
+    waiting = queue.add("w", {}, delay=600_000)
+    client = Client(Dashboard(connection, prefix=prefix))
+    page = client.get(f"/job?q=orders&id={waiting.id}")
+    assert "/action/cancel" in [attrs.get("action") for tag, attrs in tags_of(page.get_data(as_text=True))
+                                if tag == "form"]
+    token = token_of(page)
+
+    def post(**form: str) -> str:
+        return client.post("/action/cancel", data={"queue": "orders", "csrf": token, **form},
+                           follow_redirects=True).get_data(as_text=True)
+
+    ask = post(id=waiting.id, reason="wrong order")
+    assert "Cancel?" in ask and "it ends failed as cancelled and is not retried" in ask and "deletes" not in ask
+    assert queue.get_job(waiting.id).get_state() == "delayed"  # asked first, nothing done
+    assert "it had not started" in html.unescape(post(id=waiting.id, reason="wrong order", confirm="yes"))
+    cancelled = queue.get_job(waiting.id)
+    assert cancelled.get_state() == "failed" and cancelled.failed_reason == "cancelled: wrong order"
+    again = html.unescape(post(id=waiting.id, confirm="yes"))
+    assert 'class="flash error"' in again and "not cancelled: it finished already" in again
+    assert "no job 'nope'" in html.unescape(post(id="nope", confirm="yes"))
+    body = client.get(f"/job?q=orders&id={waiting.id}").get_data(as_text=True)
+    assert "/action/cancel" not in [attrs.get("action") for tag, attrs in tags_of(body) if tag == "form"]
+
+    started = threading.Event()
+
+    def obedient(job: Any) -> None:
+        started.set()
+        while not job.cancelled:
+            time.sleep(0.01)
+        job.raise_if_cancelled()
+
+    running = queue.add("r", {})
+    with Running(Worker(connection, "orders", obedient, prefix=prefix)):
+        assert started.wait(10)
+        assert "it is running: its worker is told" in html.unescape(post(id=running.id, confirm="yes"))
+        assert wait_until(lambda: queue.get_job(running.id).get_state() == "failed")
+    assert queue.get_job(running.id).failed_reason == "cancelled: no reason given"
 
 
 def test_read_only_shows_no_button_and_refuses_every_action(connection: redis.Redis, prefix: str) -> None:

@@ -19,6 +19,7 @@ from ...errors import InvalidInputError, InvalidStateError, JobNotFoundError
 from ...processes.arguments import duration_ms
 from ...protocol.states import CLEANABLE
 from ...queue import Queue
+from ...queue.cancel import CancelOutcome, cancel_job
 from ...schedule import JobScheduler
 
 #: Jobs per script call of the bulk actions: about a millisecond of Redis's time per call.
@@ -47,6 +48,8 @@ class Action:
     destructive: bool = False
     shown: Callable[[Mapping[str, Any]], bool] = lambda context: True
     inputs: tuple[Input, ...] = field(default=())
+    #: what the confirmation page of a destructive action says it does (None: it deletes jobs)
+    consequence: str | None = None
 
 
 def _job_id(fields: Mapping[str, str]) -> str:
@@ -80,6 +83,16 @@ def _remove(queue: Queue, fields: Mapping[str, str]) -> str:
     if not queue.remove(job_id):
         raise InvalidStateError(f"job {job_id!r} is active and locked by a worker: not removed")
     return f"job {job_id!r} removed"
+
+
+def _cancel(queue: Queue, fields: Mapping[str, str]) -> str:
+    job_id = _job_id(fields)
+    outcome = cancel_job(queue.client, queue.keys, job_id, fields.get("reason") or None, queue.clock())
+    if outcome is CancelOutcome.MISSING:
+        raise JobNotFoundError(f"no job {job_id!r} in queue {queue.name!r}")
+    if not outcome.done:
+        raise InvalidStateError(f"job {job_id!r} not cancelled: {outcome.explained}")
+    return f"job {job_id!r} cancelled: {outcome.explained}"
 
 
 def _plural(count: int) -> str:
@@ -158,6 +171,10 @@ def _in(*states: str) -> Callable[[Mapping[str, Any]], bool]:
 ACTIONS: dict[str, Action] = {
     "retry": Action("Retry", "job", _retry, shown=_in("failed", "completed")),
     "promote": Action("Promote", "job", _promote, shown=_in("delayed")),
+    "cancel": Action("Cancel", "job", _cancel, destructive=True,
+                     shown=_in("waiting", "prioritized", "delayed", "active", "paused"),
+                     inputs=(Input("reason", "reason", ""),),
+                     consequence="It stops the job: it ends failed as cancelled and is not retried."),
     "remove": Action("Remove", "job", _remove, destructive=True),
     "retry-all": Action("Retry all", "state", _retry_all, shown=_in("failed")),
     "promote-all": Action("Promote all", "state", _promote_all, shown=_in("delayed")),
