@@ -85,6 +85,7 @@ NOT_ON_CLUSTER = {
         "test_scripts::test_includes_are_inlined_once_and_nested",
         "test_scripts::test_a_script_directive_runs_another_script_with_its_own_keys_and_args",
         "test_scripts::test_noscript_reloads_transparently_on_every_path",
+        "test_scripts::test_a_flush_between_the_reload_and_the_call_is_survived",
         "test_queue_hardening::test_finishing_a_job_that_is_not_active_is_refused_and_keeps_the_lock",
         "test_lifecycle_events::test_queue_events_sees_every_event_type",
         "test_worker_listeners::test_stalled_is_told_once_by_the_worker_whose_check_found_it",

@@ -30,7 +30,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.client import Pipeline
@@ -95,6 +95,25 @@ def script_commands(lua: LuaScript) -> tuple[str, ...]:
     return found
 
 
+
+#: How many times a call meeting NOSCRIPT loads its script and is sent again: a SCRIPT FLUSH (or
+#: a restart) may come between the load and the call it was for; one reload is not enough then.
+NOSCRIPT_RELOADS = 3
+
+_Reply = TypeVar("_Reply")
+
+
+def reloading_scripts(send: Callable[[], _Reply], load: Callable[[], object]) -> _Reply:
+    """``send()``; on NOSCRIPT, ``load()`` the script and send again, up to NOSCRIPT_RELOADS times.
+    The one home of the NOSCRIPT rule for a single call (run_calls handles a batch's)."""
+    for _ in range(NOSCRIPT_RELOADS):
+        try:
+            return send()
+        except NoScriptError:
+            load()
+    return send()
+
+
 def preflight(call: Callable[..., Any], lua: LuaScript, keys: Sequence[str]) -> None:
     """Check, with ``call(*command)`` (a client's or a connection's), that the user may run every
     command ``lua`` calls on its first key: PermissionDeniedError naming all that are missing,
@@ -105,11 +124,7 @@ def preflight(call: Callable[..., Any], lua: LuaScript, keys: Sequence[str]) -> 
         return
     probe = ("EVALSHA", _PROBE_SHA, 1 if keys else 0, *keys[:1], *commands)
     try:
-        try:
-            denied = call(*probe)
-        except NoScriptError:
-            call("SCRIPT", "LOAD", _PROBE_SOURCE)
-            denied = call(*probe)
+        denied = reloading_scripts(lambda: call(*probe), lambda: call("SCRIPT", "LOAD", _PROBE_SOURCE))
     except ResponseError as exc:
         refused = refusal(exc, "evalsha", keys, lua)
         if refused is not None:
@@ -161,11 +176,7 @@ def run_script(client: Any, lua: LuaScript, keys: Sequence[str], args: Sequence[
         if lua.sha not in cleared:
             preflight(client.execute_command, lua, keys)
             cleared.add(lua.sha)
-        try:
-            return client.execute_command(*command)
-        except NoScriptError:
-            client.script_load(lua.source)
-            return client.execute_command(*command)
+        return reloading_scripts(lambda: client.execute_command(*command), lambda: client.script_load(lua.source))
     except ResponseError as exc:
         refused = refusal(exc, "evalsha", keys, lua)
         if refused is None:
@@ -207,15 +218,16 @@ class PinnedConnection:
                 timed(conn)  # redis-py's own reads: with the socket's timeout
                 preflight(speak_on(conn), lua, keys)
                 self._cleared.add(lua.sha)
-            try:
+            def send() -> Any:
                 self._round_trip(conn, command)
                 return conn.read_response()
-            except NoScriptError:
+
+            def load() -> None:
                 timed(conn)
                 conn.send_command("SCRIPT", "LOAD", lua.source)
                 conn.read_response()
-                self._round_trip(conn, command)
-                return conn.read_response()
+
+            return reloading_scripts(send, load)
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             raise

@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
-from ..transport.calls import cleared_for, pack_one, preflight
+from ..transport.calls import cleared_for, pack_one, preflight, reloading_scripts
 from ..transport.connection import checkout
 from ..transport.refusals import refusal
 from ..transport.scripts import LuaScript
@@ -83,11 +83,9 @@ class SharedPipe:
             if lua.sha not in self._cleared:
                 preflight(self._command, lua, keys)
                 self._cleared.add(lua.sha)
-            try:
-                return self._round_trip(command)
-            except NoScriptError:  # a restarted server or SCRIPT FLUSH: load it, send it again
-                self._command("SCRIPT", "LOAD", lua.source)
-                return self._round_trip(command)
+            # a restarted server or SCRIPT FLUSH: load it, send it again
+            return reloading_scripts(lambda: self._round_trip(command),
+                                     lambda: self._command("SCRIPT", "LOAD", lua.source))
         except ResponseError as exc:
             refused = refusal(exc, "evalsha", keys, lua)
             if refused is None:

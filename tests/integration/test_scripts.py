@@ -11,7 +11,7 @@ import redis
 
 from echomq.errors import ScriptError
 from echomq.protocol.keys import QueueKeys
-from echomq.transport.calls import PinnedConnection, run_script
+from echomq.transport.calls import NOSCRIPT_RELOADS, PinnedConnection, run_script
 from echomq.transport.scripts import ScriptRegistry, lua_root, registry
 from echomq.transport.stream_calls import run_calls
 
@@ -165,3 +165,33 @@ def test_noscript_reloads_transparently_on_every_path(tmp_path: Path, connection
     run_script(pipe, echo, [], ["five"])
     run_script(pipe, echo, [], ["six"])
     assert pipe.execute() == [b"five", b"six"]
+
+
+def test_a_flush_between_the_reload_and_the_call_is_survived(tmp_path: Path, connection: redis.Redis,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SCRIPT FLUSH (another client's, a restart) may come between the load a NOSCRIPT asked for
+    and the call sent again: it is loaded again, NOSCRIPT_RELOADS times; a cache that never keeps
+    it raises NOSCRIPT after them. (Seen on a shared server: a worker's finish left a job active.)"""
+    write(tmp_path, "echo-0.lua", header() + "return ARGV[1]\n")
+    echo = ScriptRegistry(tmp_path)["echo"]
+    loads: list[int] = []
+    real_load = connection.script_load
+
+    def load_then_lose(source: str) -> str:
+        sha = real_load(source)
+        loads.append(1)
+        if len(loads) < flushes_after:
+            connection.script_flush()  # lost again before the call comes
+        return sha
+
+    monkeypatch.setattr(connection, "script_load", load_then_lose)
+    flushes_after = NOSCRIPT_RELOADS
+    connection.script_flush()
+    assert run_script(connection, echo, [], ["kept"]) == b"kept"
+    assert len(loads) == NOSCRIPT_RELOADS
+    loads.clear()
+    flushes_after = NOSCRIPT_RELOADS + 2  # every load is lost
+    connection.script_flush()
+    with pytest.raises(redis.exceptions.NoScriptError):
+        run_script(connection, echo, [], ["lost"])
+    assert len(loads) == NOSCRIPT_RELOADS

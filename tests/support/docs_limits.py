@@ -157,11 +157,13 @@ class Watchdog(threading.Thread):
         self.expired = False
         self.stacks = ""  # every thread's stack when the deadline passed, for the failure message
         self._watched: str | None = None
+        self._watch_lock = threading.Lock()  # watch() of the next block against the clear of the last
         self._running_since: float | None = None
         self._done = threading.Event()
 
     def watch(self, name: str | None) -> None:
-        self._watched, self._running_since = name, None
+        with self._watch_lock:
+            self._watched, self._running_since = name, None
 
     def stop(self) -> None:
         self._done.set()
@@ -189,7 +191,9 @@ class Watchdog(threading.Thread):
             if now - self._running_since >= 0.1 and _idle(component):
                 with contextlib.suppress(Exception):
                     component.close()
-                self._watched = None
+                with self._watch_lock:  # the next block may have asked to watch its own already
+                    if self._watched == name:
+                        self._watched = None
 
 
 def _thread_stacks() -> str:
