@@ -60,9 +60,9 @@ ROLE_OWN_COMMANDS: dict[str, tuple[str, ...]] = {
     # meta's version stamp, get_job, get_job_counts.
     "producer": ("evalsha", "script|load", "multi", "exec", "hset", "hgetall", "llen", "zcard"),
     # The marker wait, its named connection and its cut; the scheduler step and repair's reads;
-    # the watchdog's read of the running jobs' cancel requests.
+    # the watchdog's read of the running jobs' cancel requests; INFO, who serves it (failovers).
     "worker": ("evalsha", "script|load", "bzpopmin", "client|setname", "client|id", "client|unblock",
-               "hexists", "hmget", "hgetall", "zrange", "mget"),
+               "hexists", "hmget", "hgetall", "zrange", "mget", "info"),
     # count; the reads of resume, run_now and history (docs/protocol.md §4.6).
     "scheduler": ("evalsha", "script|load", "zcard", "zscore", "hgetall", "hmget", "hget", "zrevrange",
                   "lrange"),
@@ -82,7 +82,8 @@ RULES: dict[str, tuple[str, ...]] = {
                  "+zscore"),
     "worker": (KEYS, "+evalsha", "+script|load", "+bzpopmin", "+client|setname", "+client|id",
                "+client|unblock", "+del", "+exists", "+get", "+hdel", "+hexists", "+hget", "+hgetall", "+hincrby",
-               "+hmget", "+hset", "+incr", "+llen", "+lpush", "+lrange", "+lrem", "+ltrim", "+mget", "+pexpire",
+               "+hmget", "+hset", "+incr", "+info", "+llen", "+lpush", "+lrange", "+lrem", "+ltrim", "+mget",
+               "+pexpire",
                "+pttl", "+rpoplpush", "+rpush", "+sadd", "+scard", "+set", "+sismember", "+smembers", "+srem", "+xadd",
                "+xtrim", "+zadd", "+zcard", "+zpopmin", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyrank",
                "+zrevrange", "+zrevrangebyscore", "+zscore"),
