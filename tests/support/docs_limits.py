@@ -158,12 +158,14 @@ class Watchdog(threading.Thread):
         self.stacks = ""  # every thread's stack when the deadline passed, for the failure message
         self._watched: str | None = None
         self._watch_lock = threading.Lock()  # watch() of the next block against the clear of the last
+        self._watches = 0  # how many watch() calls: the next block's Worker often has the same name
         self._running_since: float | None = None
         self._done = threading.Event()
 
     def watch(self, name: str | None) -> None:
         with self._watch_lock:
             self._watched, self._running_since = name, None
+            self._watches += 1
 
     def stop(self) -> None:
         self._done.set()
@@ -181,7 +183,8 @@ class Watchdog(threading.Thread):
                     self._done.wait(1.0)  # a block waiting in run() returns now: let it
                     self.interrupter.interrupt()
                 continue
-            name = self._watched
+            with self._watch_lock:
+                name, watches = self._watched, self._watches
             component = self.namespace.get(name) if name else None
             if component is None or getattr(component, "running", False) is not True:
                 self._running_since = None
@@ -192,7 +195,7 @@ class Watchdog(threading.Thread):
                 with contextlib.suppress(Exception):
                     component.close()
                 with self._watch_lock:  # the next block may have asked to watch its own already
-                    if self._watched == name:
+                    if self._watches == watches:
                         self._watched = None
 
 
