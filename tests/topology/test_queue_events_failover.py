@@ -67,7 +67,8 @@ def test_a_sentinel_failover_under_a_producer_loses_nothing_silently(
     readers = [start_reader(setup.client(), queue_name, logs[0]),
                start_reader(setup.client(), queue_name, logs[1], count=50, history=200)]
     starts = [events.last_event_id or "0-0" for events in readers]
-    producer = EntryProducer(setup.client, key).start()
+    # up to 5,000 entries a second: a producer spinning flat out only burned the suite's CPU
+    producer = EntryProducer(setup.client, key, pause_s=0.0002).start()
     # and an application that writes to the master's address, not following Sentinel: the old
     # master keeps taking its writes until the sentinels demote it
     stale = EntryProducer(master.client, key, pause_s=0.0005, tag="stale-").start()
