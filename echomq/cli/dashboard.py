@@ -118,8 +118,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "dashboard", help="a web dashboard of the queues (needs echomq[dashboard])",
         description="Serve a web dashboard of every queue under --prefix (EchoMQ's and BullMQ's) until SIGTERM "
-                    "or Ctrl-C: counts, jobs, schedulers, throughput, and retry/promote/remove/clean/pause/"
-                    "resume/drain.")
+                    "or Ctrl-C: counts, jobs, schedulers, throughput, and retry/promote/remove/cancel/clean/"
+                    "pause/resume/drain, a scheduler's pause/resume/run now.")
     add_connection_options(parser)
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: %(default)s; beyond it, give --basic-auth)")
