@@ -26,7 +26,7 @@ from ...protocol.keys import DEFAULT_PREFIX, QueueKeys, names_queue_key, validat
 from ...protocol.states import COUNTED, canonical_state
 from ...queue import Job, Queue, admin, browse, discovery, edits, metrics
 from ...schedule import JobScheduler
-from ...transport.connection import Connection, close_any, open_connection
+from ...transport.connection import Connection, close_any, open_connection, queue_client
 from .actions import ACTIONS, for_scope
 from .charts import throughput_svg
 from .formats import cut, describe, duration, next_runs, page_number, pretty, when
@@ -249,12 +249,13 @@ class Dashboard:
         header = self._queue_state(name)
         total = header["summary"].counts.get(state, 0)
         start = (page - 1) * self.page_size
-        jobs = admin.get_jobs(self.client, keys, state, start, start + self.page_size - 1, False, system_clock)
+        node = queue_client(self.client, keys.meta)  # on a cluster, the master of the queue's slot
+        jobs = admin.get_jobs(node, keys, state, start, start + self.page_size - 1, False, system_clock)
         try:
-            workers: list[dict[str, str]] | None = admin.get_workers(self.client, keys)
+            workers: list[dict[str, str]] | None = admin.get_workers(node, keys)
         except EchoMQError:  # the ACL refuses CLIENT LIST
             workers = None
-        points = {kind: metrics.get_metrics(self.client, keys, kind, 0, CHART_MINUTES - 1)["data"]
+        points = {kind: metrics.get_metrics(node, keys, kind, 0, CHART_MINUTES - 1)["data"]
                   for kind in metrics.METRIC_KINDS}
         return self._page(request, session, "queue.html", title=name, state=state, page=page, jobs=jobs,
                           total=total, pages=max(1, -(-total // self.page_size)), workers=workers,
@@ -285,8 +286,9 @@ class Dashboard:
         status = self._job_status(request, name)
         job: Job = status["job"]
         keys = QueueKeys(name, self.prefix)
-        logs, log_count = edits.read_logs(self.client, keys, job.id, 0, LOG_LINES - 1, False)
-        children = browse.job_children(self.client, keys, job.id)
+        node = queue_client(self.client, keys.meta)
+        logs, log_count = edits.read_logs(node, keys, job.id, 0, LOG_LINES - 1, False)
+        children = browse.job_children(node, keys, job.id)
         return self._page(request, session, "job.html", title=f"job {job.id}", logs=list(reversed(logs)),
                           log_count=log_count, children=children, link=self._job_link(request),
                           parent=browse.parent_job_key(job.parent) or job.parent_key, **status)
