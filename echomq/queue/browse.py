@@ -21,7 +21,7 @@ from ..protocol.codec import text
 from ..protocol.keys import QueueKeys, job_key
 from ..transport.keyspace import run_commands
 from ..transport.refusals import refusals
-from .global_limits import _stored_int
+from .global_limits import rate_limit_of, stored_int
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,9 @@ def queue_limits(client: Any, all_keys: Sequence[QueueKeys]) -> list[QueueLimits
         replies = run_commands(client, [("HMGET", keys.meta, "concurrency", "max", "duration") for keys in all_keys])
     limits = []
     for concurrency, rate_max, duration in replies:
-        rate, window = _stored_int(rate_max), _stored_int(duration)
-        both = rate is not None and window is not None
-        limits.append(QueueLimits(_stored_int(concurrency), rate if both else None, window if both else None))
+        rate = rate_limit_of(rate_max, duration)
+        limits.append(QueueLimits(stored_int(concurrency), rate["max"] if rate else None,
+                                  rate["duration"] if rate else None))
     return limits
 
 

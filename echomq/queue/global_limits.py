@@ -34,7 +34,7 @@ def _whole(operation: str, field: str, value: Any, maximum: int) -> int:
     return value
 
 
-def _stored_int(raw: Any) -> int | None:
+def stored_int(raw: Any) -> int | None:
     """A meta field as an int; None when absent or not a whole number (no setter writes one)."""
     if raw is None:
         return None
@@ -52,7 +52,7 @@ def set_concurrency(client: redis.Redis, keys: QueueKeys, concurrency: int) -> N
 
 def get_concurrency(client: redis.Redis, keys: QueueKeys) -> int | None:
     with refusals("get_global_concurrency", [keys.meta]):
-        return _stored_int(client.hget(keys.meta, "concurrency"))
+        return stored_int(client.hget(keys.meta, "concurrency"))
 
 
 def remove_concurrency(client: redis.Redis, keys: QueueKeys) -> None:
@@ -71,7 +71,12 @@ def get_rate_limit(client: redis.Redis, keys: QueueKeys) -> dict[str, int] | Non
     """``{"max", "duration"}`` when both are set (as BullMQ's getGlobalRateLimit), else None."""
     with refusals("get_global_rate_limit", [keys.meta]):
         raw_max, raw_duration = client.hmget(keys.meta, ["max", "duration"])
-    max_jobs, duration = _stored_int(raw_max), _stored_int(raw_duration)
+    return rate_limit_of(raw_max, raw_duration)
+
+
+def rate_limit_of(raw_max: Any, raw_duration: Any) -> dict[str, int] | None:
+    """Meta's ``max`` and ``duration`` as a rate limit: only when both are set (BullMQ's rule)."""
+    max_jobs, duration = stored_int(raw_max), stored_int(raw_duration)
     if max_jobs is None or duration is None:
         return None
     return {"max": max_jobs, "duration": duration}
